@@ -1,0 +1,259 @@
+"""APPLY CHANGES (AUTO CDC) into a Delta table, as Databricks documents it, for SCD1 and SCD2.
+
+Per key the change with the highest ``sequence_by`` wins; an older change that arrives late
+never overwrites newer state. Deletes leave a tombstone in a companion state table
+(``__apply_changes_storage_<target>``, the name Databricks uses) holding the latest sequence
+applied per key, so a late older change cannot resurrect a deleted row. SCD2 rebuilds the
+history of every key the batch touches, so late changes land at their place in history.
+
+Order of commits (target first, state last) makes a re-run after a crash exact: until the
+state commit lands, the batch is recomputed from the same state and the same input, and each
+table skips the write its Delta app transaction says it already has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.storage import UpsertSpec
+
+SEQ = "__seq"
+DELETE = "__is_delete"
+TRUNCATE = "__is_truncate"
+START_AT = "__START_AT"
+END_AT = "__END_AT"
+DELETED = "__deleted"
+UPDATED_AT = "__updated_at"
+
+
+class CdcInputError(ValueError):
+    """Change rows AUTO CDC cannot apply: NULL keys or sequences, conflicting ties."""
+
+
+def state_table_name(target: str) -> str:
+    schema, _, table = target.rpartition(".")
+    return f"{schema + '.' if schema else ''}__apply_changes_storage_{table}"
+
+
+@dataclass(frozen=True)
+class CdcSpec:
+    keys: list[str]
+    sequence_by: str | Column
+    scd_type: int = 1
+    apply_as_deletes: str | Column | None = None
+    apply_as_truncates: str | Column | None = None
+    column_list: list[str] | None = None
+    except_column_list: list[str] | None = None
+    track_history_column_list: list[str] | None = None
+    track_history_except_column_list: list[str] | None = None
+    ignore_null_updates: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params: dict) -> "CdcSpec":
+        return cls(
+            keys=list(params["keys"]),
+            sequence_by=params["sequence_by"],
+            scd_type=int(params.get("stored_as_scd_type", 1)),
+            apply_as_deletes=params.get("apply_as_deletes"),
+            apply_as_truncates=params.get("apply_as_truncates"),
+            column_list=params.get("column_list"),
+            except_column_list=params.get("except_column_list"),
+            track_history_column_list=params.get("track_history_column_list"),
+            track_history_except_column_list=params.get("track_history_except_column_list"),
+            ignore_null_updates=bool(params.get("ignore_null_updates")),
+        )
+
+    def data_columns(self, columns: list[str]) -> list[str]:
+        if self.column_list:
+            chosen = [_name(c) for c in self.column_list]
+        else:
+            excluded = {_name(c) for c in self.except_column_list or []}
+            chosen = [c for c in columns if c not in excluded]
+        missing = [k for k in self.keys if k not in chosen]
+        if missing:
+            raise CdcInputError(f"key column(s) {missing} are not among the applied columns {chosen}")
+        return chosen
+
+    def tracked_columns(self, data_columns: list[str]) -> list[str]:
+        if self.track_history_column_list:
+            return [_name(c) for c in self.track_history_column_list]
+        excluded = {_name(c) for c in self.track_history_except_column_list or []}
+        return [c for c in data_columns if c not in excluded and c not in self.keys]
+
+
+def _name(column) -> str:
+    return column if isinstance(column, str) else str(column._jc.toString()).strip("`")
+
+
+def _as_column(expr: str | Column) -> Column:
+    return F.expr(expr) if isinstance(expr, str) else expr
+
+
+# -- preparing a batch ----------------------------------------------------------------------
+def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[str]]:
+    """The batch as (data columns, __seq, __is_delete, __is_truncate), validated."""
+    data = spec.data_columns(changes.columns)
+    delete = F.coalesce(_as_column(spec.apply_as_deletes), F.lit(False)) if spec.apply_as_deletes is not None else F.lit(False)
+    truncate = F.coalesce(_as_column(spec.apply_as_truncates), F.lit(False)) if spec.apply_as_truncates is not None else F.lit(False)
+    prepared = changes.select(
+        *[F.col(c) for c in data],
+        _as_column(spec.sequence_by).alias(SEQ),
+        delete.alias(DELETE),
+        truncate.alias(TRUNCATE),
+    )
+    if spec.apply_as_truncates is not None and spec.scd_type == 2:
+        raise CdcInputError("apply_as_truncates is only supported for SCD type 1")
+    _check_not_null(prepared, spec.keys)
+    return prepared, data
+
+
+def _check_not_null(prepared: DataFrame, keys: list[str]) -> None:
+    not_truncate = ~F.col(TRUNCATE)
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | F.col(k).isNull()
+    counts = prepared.agg(
+        F.sum(F.when(F.col(SEQ).isNull(), 1).otherwise(0)).alias("null_seq"),
+        F.sum(F.when(null_key & not_truncate, 1).otherwise(0)).alias("null_key"),
+    ).first()
+    if counts["null_seq"]:
+        raise CdcInputError(f"{counts['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
+    if counts["null_key"]:
+        raise CdcInputError(f"{counts['null_key']} change row(s) have a NULL key in {keys}")
+
+
+def distinct_events(prepared: DataFrame, keys: list[str]) -> DataFrame:
+    """Exact duplicates collapse (a re-delivered change); two different changes with one key
+    and one sequence value cannot be ordered, which is an error, as in Databricks."""
+    events = prepared.filter(~F.col(TRUNCATE)).dropDuplicates()
+    clashes = events.groupBy(*keys, SEQ).count().filter("count > 1").limit(3).collect()
+    if clashes:
+        shown = ", ".join(str({k: r[k] for k in [*keys, SEQ]}) for r in clashes)
+        raise CdcInputError(f"different changes share a key and a sequence value: {shown}")
+    return events
+
+
+def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:
+    newest_first = Window.partitionBy(*keys).orderBy(F.col(SEQ).desc())
+    return events.withColumn("__rank", F.row_number().over(newest_first)).filter("__rank = 1").drop("__rank")
+
+
+# -- applying -------------------------------------------------------------------------------
+def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, table_opts: dict) -> int:
+    prepared, data = prepare_changes(changes, spec)
+    state_name = state_table_name(target)
+    state = store.read(state_name) if store.exists(state_name) else None
+    events = distinct_events(prepared, spec.keys)
+    events = events.unionByName(_truncate_deletes(prepared, state, spec, data)) if spec.apply_as_truncates is not None else events
+    latest = latest_per_key(events, spec.keys)
+    effective = _newer_than_state(latest, state, spec.keys)
+    if not batch.already_committed(target):
+        if spec.scd_type == 2:
+            _write_history(store, target, events, state, spec, data, batch, table_opts)
+        else:
+            store.upsert(
+                target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
+                batch.commit(), **table_opts,
+            )
+    if not batch.already_committed(state_name):
+        store.upsert(state_name, _state_rows(effective, spec.keys), UpsertSpec(tuple(spec.keys)), batch.commit())
+    return effective.count()
+
+
+def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str]) -> DataFrame:
+    if state is None:
+        return latest
+    applied = state.select(*keys, F.col(SEQ).alias("__applied_seq"))
+    joined = latest.join(applied, keys, "left")
+    return joined.filter(F.col("__applied_seq").isNull() | (F.col(SEQ) > F.col("__applied_seq"))).drop("__applied_seq")
+
+
+def _state_rows(effective: DataFrame, keys: list[str]) -> DataFrame:
+    return effective.select(*keys, SEQ, F.col(DELETE).alias(DELETED), F.current_timestamp().alias(UPDATED_AT))
+
+
+def _truncate_deletes(prepared: DataFrame, state: DataFrame | None, spec: CdcSpec, data: list[str]) -> DataFrame:
+    """A truncate at sequence T deletes every row last changed before T."""
+    truncate_at = prepared.filter(F.col(TRUNCATE)).agg(F.max(SEQ).alias("__t"))
+    empty = prepared.limit(0).filter(~F.col(TRUNCATE))
+    if state is None:
+        return empty
+    doomed = state.filter(~F.col(DELETED)).crossJoin(truncate_at).filter(F.col(SEQ) < F.col("__t"))
+    others = [F.lit(None).cast(prepared.schema[c].dataType).alias(c) for c in data if c not in spec.keys]
+    return doomed.select(
+        *spec.keys, *others, F.col("__t").alias(SEQ), F.lit(True).alias(DELETE), F.lit(False).alias(TRUNCATE)
+    ).select(*prepared.columns)
+
+
+# -- SCD2 -----------------------------------------------------------------------------------
+def _write_history(store, target, events, state, spec, data, batch, table_opts) -> None:
+    keys = spec.keys
+    touched = events.select(*keys).distinct()
+    existing = store.read(target).join(touched, keys, "left_semi") if store.exists(target) else None
+    history = build_history(_all_events(events, existing, state, touched, keys, data), keys, data, spec.tracked_columns(data))
+    if existing is not None:
+        gone = existing.select(*keys, START_AT).join(history.select(*keys, START_AT), [*keys, START_AT], "left_anti")
+        history = history.withColumn(DELETE, F.lit(False)).unionByName(
+            gone.withColumn(DELETE, F.lit(True)), allowMissingColumns=True
+        )
+    else:
+        history = history.withColumn(DELETE, F.lit(False))
+    store.upsert(target, history, UpsertSpec(tuple(keys), DELETE, (START_AT,)), batch.commit(), **table_opts)
+
+
+def _all_events(events, existing, state, touched, keys, data) -> DataFrame:
+    """New changes plus the changes the stored history and tombstones already stand for.
+    Where both have an event at one sequence value, the stored one wins (re-delivery)."""
+    new = events.select(*data, SEQ, DELETE).withColumn("__stored", F.lit(0))
+    parts = [new]
+    if existing is not None:
+        upserts = existing.select(*data, F.col(START_AT).alias(SEQ), F.lit(False).alias(DELETE))
+        starts = existing.select(*keys, F.col(START_AT).alias(END_AT))
+        closing = existing.filter(F.col(END_AT).isNotNull()).join(starts, [*keys, END_AT], "left_anti")
+        deletes = closing.select(*data, F.col(END_AT).alias(SEQ), F.lit(True).alias(DELETE))
+        parts += [upserts.withColumn("__stored", F.lit(1)), deletes.withColumn("__stored", F.lit(1))]
+    if state is not None:
+        tombstones = state.filter(F.col(DELETED)).join(touched, keys, "left_semi")
+        parts.append(
+            tombstones.select(*keys, SEQ).withColumn(DELETE, F.lit(True)).withColumn("__stored", F.lit(1))
+        )
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part, allowMissingColumns=True)
+    preferred = Window.partitionBy(*keys, SEQ).orderBy(F.col("__stored").desc())
+    return union.withColumn("__r", F.row_number().over(preferred)).filter("__r = 1").drop("__r", "__stored")
+
+
+def build_history(events: DataFrame, keys: list[str], data: list[str], tracked: list[str]) -> DataFrame:
+    """Fold ordered events per key into SCD2 versions.
+
+    A version starts at an upsert that follows nothing, a delete, or an upsert with other
+    tracked values; untracked changes update the open version in place. A version ends at
+    the event that follows its last upsert.
+    """
+    in_order = Window.partitionBy(*keys).orderBy(SEQ)
+    tracked_values = F.struct(*[F.col(c) for c in tracked]) if tracked else F.lit(0)
+    marked = (
+        events.withColumn("__tracked", tracked_values)
+        .withColumn("__prev_delete", F.lag(DELETE).over(in_order))
+        .withColumn("__prev_tracked", F.lag("__tracked").over(in_order))
+        .withColumn("__next_seq", F.lead(SEQ).over(in_order))
+    )
+    starts = ~F.col(DELETE) & (
+        F.col("__prev_delete").isNull() | F.col("__prev_delete") | ~F.col("__tracked").eqNullSafe(F.col("__prev_tracked"))
+    )
+    grouped = marked.withColumn(
+        "__version", F.sum(F.when(starts, 1).otherwise(0)).over(in_order.rowsBetween(Window.unboundedPreceding, 0))
+    ).filter(~F.col(DELETE))
+    last = F.max_by(F.struct(*[F.col(c) for c in data if c not in keys], F.col("__next_seq")), F.col(SEQ))
+    versions = grouped.groupBy(*keys, "__version").agg(F.min(SEQ).alias(START_AT), last.alias("__last"))
+    return versions.select(
+        *keys,
+        *[F.col(f"__last.{c}").alias(c) for c in data if c not in keys],
+        F.col(START_AT),
+        F.col("__last.__next_seq").alias(END_AT),
+    ).select(*data, START_AT, END_AT)

@@ -1,0 +1,727 @@
+"""Onboarding configuration: which source tables are replicated, and how.
+
+The file is a YAML (or JSON) list of flows written in the onboarding vocabulary of
+databrickslabs/dlt-meta, one flow per replicated source table, plus one extension key per flow,
+``cdc_lakehouse:``. ``docs/onboarding.md`` is the field reference.
+
+Semantics that differ from dlt-meta, because one flow here feeds several tables:
+- ``silver_table`` is always the SCD1 current-state replica; with ``scd_type: 2`` the flow also
+  keeps an SCD2 history table (``cdc_lakehouse.scd2_table``).
+- Column names in ``silver_cdc_apply_changes`` are silver names, i.e. after
+  ``column_filters.rename``; the ``column_filters`` lists use source column names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+__all__ = [
+    "DEFAULT_ENV",
+    "CdcApplyChanges",
+    "CdcLakehouse",
+    "ColumnFilters",
+    "DataFlow",
+    "Onboarding",
+    "OnboardingError",
+    "SourceDetails",
+    "load_onboarding",
+    "parse_onboarding",
+]
+
+DEFAULT_ENV = "dev"
+
+# dlt-meta writes these once per environment, with an `_<env>` suffix (bronze_database_dev, ...).
+FLOW_ENV_KEYS = frozenset(
+    {
+        "bronze_catalog",
+        "bronze_database",
+        "bronze_table_path",
+        "bronze_data_quality_expectations_json",
+        "bronze_catalog_quarantine",
+        "bronze_database_quarantine",
+        "bronze_quarantine_table_path",
+        "silver_catalog",
+        "silver_database",
+        "silver_table_path",
+        "silver_transformation_json",
+        "silver_data_quality_expectations_json",
+    }
+)
+SOURCE_DETAILS_ENV_KEYS = frozenset({"source_path"})
+_ENV_KEYS = FLOW_ENV_KEYS | SOURCE_DETAILS_ENV_KEYS
+
+# dlt-meta keys we know but do not implement: saying why beats a bare "unknown key".
+UNSUPPORTED_KEYS = {
+    "bronze_cdc_apply_changes": "bronze keeps the raw landing data; changes are applied in silver",
+    "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
+    "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
+    "bronze_append_flows": "a flow reads exactly one landing location",
+    "silver_append_flows": "a flow reads exactly one landing location",
+    "bronze_sinks": "gold tables are the outputs",
+    "silver_sinks": "gold tables are the outputs",
+}
+
+_ENV_NAME = re.compile(r"^[A-Za-z0-9]+$")
+_SOURCE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class OnboardingError(ValueError):
+    """The onboarding file is unreadable or invalid; ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: str | Iterable[str]):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+# --- value types -------------------------------------------------------------------------------
+
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+def _split_columns(value: Any) -> Any:
+    # dlt-meta writes partition columns as one string, "a,b"; a YAML list is accepted too.
+    if isinstance(value, str):
+        return [column.strip() for column in value.split(",") if column.strip()]
+    return value
+
+
+def _option_texts(value: Any) -> Any:
+    # Spark options and table properties are strings, but YAML turns `true` into a bool.
+    if not isinstance(value, Mapping):
+        return value
+    return {key: _option_text(item) for key, item in value.items()}
+
+
+def _option_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, int | float) else value
+
+
+def _scd_type(value: Any) -> int:
+    # dlt-meta writes scd_type as the string "1"/"2"; a YAML integer is just as clear.
+    ok = isinstance(value, int | str) and not isinstance(value, bool)
+    if not ok or str(value).strip() not in ("1", "2"):
+        raise ValueError(f"must be 1 or 2 (got {value!r})")
+    return int(str(value).strip())
+
+
+def _flow_id(value: Any) -> Any:
+    # dlt-meta ids are strings ("101"); an unquoted YAML number means the same id.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Columns = Annotated[list[Name], BeforeValidator(_split_columns)]
+Options = Annotated[dict[str, str], BeforeValidator(_option_texts)]
+ScdType = Annotated[int, BeforeValidator(_scd_type)]
+FlowId = Annotated[Name, BeforeValidator(_flow_id)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- models ------------------------------------------------------------------------------------
+
+
+class SourceDetails(_Strict):
+    """dlt-meta ``source_details``; ``source_path`` is ``source_path_<env>`` for the chosen env."""
+
+    source_database: Name
+    source_table: Name
+    source_path: str | None = None
+    source_schema_path: str | None = None
+    source_catalog: str | None = None
+    source_metadata: dict[str, Any] | None = None
+
+
+class CdcApplyChanges(_Strict):
+    """dlt-meta ``silver_cdc_apply_changes``: the APPLY CHANGES arguments."""
+
+    keys: Annotated[list[Name], Field(min_length=1)]
+    sequence_by: Name
+    scd_type: ScdType
+    where: str | None = None
+    ignore_null_updates: bool = False
+    apply_as_deletes: str | None = None
+    apply_as_truncates: str | None = None
+    column_list: list[Name] | None = None
+    except_column_list: list[Name] | None = None
+    track_history_column_list: list[Name] | None = None
+    track_history_except_column_list: list[Name] | None = None
+    ignore_null_updates_column_list: list[Name] | None = None
+    ignore_null_updates_except_column_list: list[Name] | None = None
+    flow_name: str | None = None
+    once: bool = False
+
+
+class ColumnFilters(_Strict):
+    """Our extension: what happens to source columns before they reach silver (source names)."""
+
+    drop: list[Name] = []
+    rename: dict[Name, Name] = {}
+    mask: list[Name] = []
+    hash: list[Name] = []
+
+    def silver_name(self, column: str) -> str:
+        """The name a source column has in silver."""
+        return self.rename.get(column, column)
+
+    def source_name(self, column: str) -> str:
+        """The source column a silver column comes from."""
+        return next((old for old, new in self.rename.items() if new == column), column)
+
+    def removal_of(self, silver_column: str) -> str | None:
+        """Which filter (drop/mask/hash/rename) takes this silver column's values away, if any."""
+        source = self.source_name(silver_column)
+        for name in ("drop", "mask", "hash"):
+            if _contains(getattr(self, name), source):
+                return name
+        renamed_away = silver_column in self.rename and source == silver_column
+        return "rename" if renamed_away else None
+
+
+class CdcLakehouse(_Strict):
+    """Our extension key, ``cdc_lakehouse:``, one per flow."""
+
+    capture: Literal["binlog", "shadow"]
+    source: Name
+    enabled: bool = True
+    gold_table: Name | None = None
+    scd2_table: Name | None = None
+    column_filters: ColumnFilters = ColumnFilters()
+
+    @field_validator("source")
+    @classmethod
+    def _source_is_a_directory_name(cls, value: str) -> str:
+        if not _SOURCE_NAME.match(value):
+            raise ValueError(
+                f"must be letters, digits, '_' or '-' (it is a directory of the landing "
+                f"layout), got {value!r}"
+            )
+        return value
+
+
+class DataFlow(_Strict):
+    """One replicated source table: a dlt-meta onboarding entry with env keys resolved."""
+
+    data_flow_id: FlowId
+    data_flow_group: Name
+    source_system: str | None = None
+    source_format: Name
+    source_details: SourceDetails
+
+    bronze_catalog: str | None = None
+    bronze_database: Name
+    bronze_table: Name
+    bronze_table_comment: str | None = None
+    bronze_reader_options: Options = {}
+    bronze_table_properties: Options = {}
+    bronze_partition_columns: Columns = []
+    bronze_cluster_by: Columns = []
+    bronze_table_path: str | None = None
+    bronze_data_quality_expectations_json: str | None = None
+    bronze_catalog_quarantine: str | None = None
+    bronze_database_quarantine: str | None = None
+    bronze_quarantine_table: str | None = None
+    bronze_quarantine_table_comment: str | None = None
+    bronze_quarantine_table_path: str | None = None
+    bronze_quarantine_table_partitions: Columns = []
+    bronze_quarantine_table_properties: Options = {}
+
+    silver_catalog: str | None = None
+    silver_database: Name
+    silver_table: Name
+    silver_table_comment: str | None = None
+    silver_cdc_apply_changes: CdcApplyChanges
+    silver_table_properties: Options = {}
+    silver_partition_columns: Columns = []
+    silver_cluster_by: Columns = []
+    silver_table_path: str | None = None
+    silver_transformation_json: str | None = None
+    silver_data_quality_expectations_json: str | None = None
+
+    cdc_lakehouse: CdcLakehouse
+
+    @field_validator("source_format")
+    @classmethod
+    def _reads_landing_files(cls, value: str) -> str:
+        if value.lower() != "cloudfiles":
+            raise ValueError(
+                f"must be cloudFiles: cdc-lakehouse reads landing files with Auto Loader "
+                f"(got {value!r})"
+            )
+        return "cloudFiles"
+
+    # -- source --
+    @property
+    def source(self) -> str:
+        return self.cdc_lakehouse.source
+
+    @property
+    def capture(self) -> Literal["binlog", "shadow"]:
+        return self.cdc_lakehouse.capture
+
+    @property
+    def enabled(self) -> bool:
+        return self.cdc_lakehouse.enabled
+
+    @property
+    def schema_name(self) -> str:
+        return self.source_details.source_database
+
+    @property
+    def table_name(self) -> str:
+        return self.source_details.source_table
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{self.schema_name}.{self.table_name}"
+
+    @property
+    def source_path(self) -> str | None:
+        return self.source_details.source_path
+
+    def landing_path(self, landing_root: str | PathLike[str]) -> str:
+        """Where this flow's change files land under ``landing_root`` (CONTRACT §2)."""
+        base = f"{str(landing_root).rstrip('/')}/{self.source}"
+        if self.capture == "binlog":
+            return f"{base}/binlog"
+        return f"{base}/shadow/{self.qualified_table}"
+
+    def snapshot_path(self, landing_root: str | PathLike[str]) -> str:
+        return f"{str(landing_root).rstrip('/')}/{self.source}/snapshot/{self.qualified_table}"
+
+    # -- APPLY CHANGES --
+    @property
+    def keys(self) -> list[str]:
+        return list(self.silver_cdc_apply_changes.keys)
+
+    @property
+    def sequence_by(self) -> str:
+        return self.silver_cdc_apply_changes.sequence_by
+
+    @property
+    def scd_type(self) -> int:
+        return self.silver_cdc_apply_changes.scd_type
+
+    @property
+    def apply_as_deletes(self) -> str | None:
+        return self.silver_cdc_apply_changes.apply_as_deletes
+
+    @property
+    def apply_as_truncates(self) -> str | None:
+        return self.silver_cdc_apply_changes.apply_as_truncates
+
+    @property
+    def ignore_null_updates(self) -> bool:
+        return self.silver_cdc_apply_changes.ignore_null_updates
+
+    @property
+    def column_list(self) -> list[str] | None:
+        return _copy(self.silver_cdc_apply_changes.column_list)
+
+    @property
+    def except_column_list(self) -> list[str]:
+        return list(self.silver_cdc_apply_changes.except_column_list or [])
+
+    @property
+    def track_history_column_list(self) -> list[str] | None:
+        """None means: every column is tracked (APPLY CHANGES default)."""
+        return _copy(self.silver_cdc_apply_changes.track_history_column_list)
+
+    @property
+    def track_history_except_column_list(self) -> list[str] | None:
+        return _copy(self.silver_cdc_apply_changes.track_history_except_column_list)
+
+    def apply_changes_args(self, stored_as_scd_type: int = 1) -> dict[str, Any]:
+        """Keyword arguments for ``dlt.create_auto_cdc_flow``/``dlt.apply_changes`` building
+        the SCD1 replica (1) or the SCD2 history (2); ``target`` and ``source`` are the caller's."""
+        if stored_as_scd_type not in (1, 2) or stored_as_scd_type > self.scd_type:
+            raise ValueError(f"flow {self.data_flow_id} has no SCD{stored_as_scd_type} table")
+        args: dict[str, Any] = {
+            "keys": self.keys,
+            "sequence_by": self.sequence_by,
+            "stored_as_scd_type": stored_as_scd_type,
+            "ignore_null_updates": self.ignore_null_updates,
+            "apply_as_deletes": self.apply_as_deletes,
+            "column_list": self.column_list,
+            "except_column_list": self.except_column_list or None,
+        }
+        if stored_as_scd_type == 1:
+            args["apply_as_truncates"] = self.apply_as_truncates
+        else:
+            args["track_history_column_list"] = self.track_history_column_list
+            args["track_history_except_column_list"] = self.track_history_except_column_list
+        return {name: value for name, value in args.items() if value is not None}
+
+    # -- targets --
+    @property
+    def scd2_table(self) -> str | None:
+        """The SCD2 history table; None for an SCD1 flow."""
+        if self.scd_type != 2:
+            return None
+        return self.cdc_lakehouse.scd2_table or f"{self.silver_table}_history"
+
+    @property
+    def gold_table(self) -> str:
+        return self.cdc_lakehouse.gold_table or self.silver_table
+
+    @property
+    def column_filters(self) -> ColumnFilters:
+        return self.cdc_lakehouse.column_filters
+
+
+class Onboarding(BaseModel):
+    """A loaded onboarding file. ``flows`` are the enabled flows, in file order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    env: str
+    all_flows: list[DataFlow]
+
+    @property
+    def flows(self) -> list[DataFlow]:
+        return [flow for flow in self.all_flows if flow.enabled]
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({flow.source for flow in self.flows})
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted({flow.data_flow_group for flow in self.flows})
+
+    def for_source(self, name: str) -> list[DataFlow]:
+        flows = [flow for flow in self.flows if flow.source == name]
+        if not flows:
+            raise KeyError(f"{self.path}: no enabled flow for source {name!r} (sources: {self.sources})")
+        return flows
+
+    def for_group(self, name: str) -> list[DataFlow]:
+        return [flow for flow in self.flows if flow.data_flow_group == name]
+
+    def for_table(self, source: str, qualified_table: str) -> DataFlow | None:
+        """The enabled flow replicating ``schema.table`` of ``source``; None if not replicated."""
+        wanted = qualified_table.casefold()
+        found = (f for f in self.flows if f.source == source and f.qualified_table.casefold() == wanted)
+        return next(found, None)
+
+    def flow(self, data_flow_id: str | int) -> DataFlow:
+        for flow in self.all_flows:
+            if flow.data_flow_id == str(data_flow_id):
+                return flow
+        raise KeyError(f"{self.path}: no flow with data_flow_id={data_flow_id}")
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboarding:
+    """Read and validate an onboarding file, resolving ``*_<env>`` keys for ``env``."""
+    where = str(path)
+    return parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
+
+
+def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboarding>") -> Onboarding:
+    """Validate already-parsed onboarding data (a list of flow mappings)."""
+    if not isinstance(env, str) or not _ENV_NAME.match(env):
+        raise OnboardingError(f"{where}: env must be letters and digits, e.g. dev (got {env!r})")
+    if not isinstance(data, list) or not data:
+        raise OnboardingError(f"{where}: must be a non-empty list of flows (got {_kind(data)})")
+    parsed: list[tuple[str, DataFlow]] = []
+    problems: list[str] = []
+    for index, raw in enumerate(data, start=1):
+        label = _label(index, raw.get("data_flow_id") if isinstance(raw, Mapping) else None)
+        flow, flow_problems = _parse_flow(raw, env)
+        problems += [f"{where}: {label}: {problem}" for problem in flow_problems]
+        if flow is not None:
+            parsed.append((label, flow))
+    problems += [f"{where}: {problem}" for problem in _cross_flow_problems(parsed)]
+    if problems:
+        raise OnboardingError(problems)
+    return Onboarding(path=where, env=env, all_flows=[flow for _, flow in parsed])
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys, which PyYAML would silently overwrite."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    first_line: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` may be overridden by explicit keys on purpose
+        key = loader.construct_object(key_node, deep=True)
+        if key in first_line:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {first_line[key]})",
+                key_node.start_mark,
+            )
+        first_line[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: Path, where: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise OnboardingError(f"{where}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise OnboardingError(f"{where}: {at}invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise OnboardingError(f"{where}: invalid YAML: {exc}") from None
+
+
+def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str]]:
+    if not isinstance(raw, Mapping):
+        return None, [f"must be a mapping of onboarding keys (got {_kind(raw)})"]
+    resolved, problems = _resolve_env(raw, FLOW_ENV_KEYS, env, "")
+    details = resolved.get("source_details")
+    if isinstance(details, Mapping):
+        details, more = _resolve_env(details, SOURCE_DETAILS_ENV_KEYS, env, "source_details.")
+        resolved["source_details"] = details
+        problems += more
+    try:
+        flow = DataFlow.model_validate(resolved)
+    except ValidationError as exc:
+        return None, problems + [_describe(error, env) for error in exc.errors()]
+    if problems:
+        return None, problems
+    return flow, _flow_problems(flow)
+
+
+def _resolve_env(raw: Mapping[Any, Any], bases: frozenset[str], env: str, prefix: str):
+    """Keep ``<base>_<env>`` as ``<base>``; drop other environments' values."""
+    resolved: dict[Any, Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        base, _, suffix = str(key).rpartition("_")
+        if key in bases:
+            problems.append(f"{prefix}{key}: is set per environment in dlt-meta; write {key}_{env}")
+        elif base in bases:
+            if suffix == env:
+                resolved[base] = value
+        else:
+            resolved[key] = value
+    return resolved, problems
+
+
+# --- error messages ----------------------------------------------------------------------------
+
+
+def _describe(error: Mapping[str, Any], env: str) -> str:
+    loc = error["loc"]
+    field = _render_loc(loc, env)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{field}: {_unknown_key(loc, env)}"
+    if kind == "missing":
+        return f"{field}: required key is missing"
+    if kind in ("too_short", "string_too_short"):
+        return f"{field}: must not be empty"
+    if kind == "value_error":
+        return f"{field}: {str(error['msg']).removeprefix('Value error, ')}"
+    return f"{field}: wrong type or value: {error['msg']} (got {_short(error.get('input'))})"
+
+
+def _render_loc(loc: tuple[Any, ...], env: str) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            name = f"{part}_{env}" if part in _ENV_KEYS else str(part)
+            text += f".{name}" if text else name
+    return text
+
+
+def _unknown_key(loc: tuple[Any, ...], env: str) -> str:
+    key = str(loc[-1])
+    if key in UNSUPPORTED_KEYS:
+        return f"dlt-meta key not supported by cdc-lakehouse: {UNSUPPORTED_KEYS[key]}"
+    model = _model_at(loc[:-1])
+    if model is DataFlow and key in CdcLakehouse.model_fields:
+        return "unknown key; cdc-lakehouse settings go under cdc_lakehouse:"
+    known = [f"{name}_{env}" if name in _ENV_KEYS else name for name in (model.model_fields if model else ())]
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    return f"unknown key (did you mean {close[0]!r}?)" if close else "unknown key"
+
+
+def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = DataFlow
+    for part in path:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _label(index: int, flow_id: Any) -> str:
+    return f"flow #{index} (data_flow_id={flow_id})" if flow_id not in (None, "") else f"flow #{index}"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- rules pydantic cannot express field by field ----------------------------------------------
+
+_CDC = "silver_cdc_apply_changes"
+_FILTERS = "cdc_lakehouse.column_filters"
+_REMOVED = {"drop": "dropped", "mask": "masked", "hash": "hashed", "rename": "renamed away"}
+
+
+def _flow_problems(flow: DataFlow) -> list[str]:
+    cdc = flow.silver_cdc_apply_changes
+    problems = _key_problems(flow) + _filter_problems(flow.column_filters)
+    if cdc.column_list is not None and cdc.except_column_list is not None:
+        problems.append(f"{_CDC}: column_list and except_column_list cannot be used together")
+    if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
+        problems.append(
+            f"{_CDC}: track_history_column_list and track_history_except_column_list "
+            f"cannot be used together"
+        )
+    problems += _scd_type_problems(flow)
+    return problems
+
+
+def _key_problems(flow: DataFlow) -> list[str]:
+    cdc = flow.silver_cdc_apply_changes
+    problems = []
+    for key in cdc.keys:
+        if _contains(cdc.except_column_list or [], key):
+            problems.append(f"{_CDC}.except_column_list: key column {key!r} cannot be excluded")
+        if cdc.column_list is not None and not _contains(cdc.column_list, key):
+            problems.append(f"{_CDC}.column_list: must include key column {key!r}")
+        removal = flow.column_filters.removal_of(key)
+        if removal:
+            problems.append(f"{_FILTERS}.{removal}: key column {key!r} cannot be {_REMOVED[removal]}")
+    return problems
+
+
+def _filter_problems(filters: ColumnFilters) -> list[str]:
+    problems = []
+    for column in filters.drop:
+        for other in ("mask", "hash", "rename"):
+            if _contains(getattr(filters, other), column):
+                problems.append(f"{_FILTERS}: column {column!r} is both dropped and in {other}")
+    for column in filters.mask:
+        if _contains(filters.hash, column):
+            problems.append(f"{_FILTERS}: column {column!r} is both masked and hashed")
+    targets = list(filters.rename.values())
+    for target in sorted({t for t in targets if targets.count(t) > 1}):
+        problems.append(f"{_FILTERS}.rename: several columns are renamed to {target!r}")
+    return problems
+
+
+def _scd_type_problems(flow: DataFlow) -> list[str]:
+    cdc = flow.silver_cdc_apply_changes
+    if cdc.scd_type == 2:
+        problems = []
+        if cdc.apply_as_truncates:
+            problems.append(f"{_CDC}.apply_as_truncates: only allowed with scd_type 1")
+        if flow.scd2_table.casefold() == flow.silver_table.casefold():
+            problems.append("cdc_lakehouse.scd2_table: must differ from silver_table (the SCD1 replica)")
+        return problems
+    problems = [
+        f"{_CDC}.{name}: only allowed with scd_type 2"
+        for name in ("track_history_column_list", "track_history_except_column_list")
+        if getattr(cdc, name) is not None
+    ]
+    if flow.cdc_lakehouse.scd2_table:
+        problems.append(
+            "cdc_lakehouse.scd2_table: only allowed with scd_type 2 (an SCD1 flow keeps no history)"
+        )
+    return problems
+
+
+def _cross_flow_problems(parsed: list[tuple[str, DataFlow]]) -> list[str]:
+    enabled = [(label, flow) for label, flow in parsed if flow.enabled]
+    ids = ((f.data_flow_id, label, "data_flow_id: duplicate of") for label, f in parsed)
+    tables = (
+        ((f.source, f.qualified_table.casefold()), label,
+         f"source_details: {f.source} table {f.qualified_table} is already replicated by")
+        for label, f in enabled
+    )
+    return [*_clashes(ids), *_clashes(tables), *_clashes(_target_claims(enabled)), *_bronze_problems(enabled)]
+
+
+def _target_claims(enabled: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
+    for label, f in enabled:
+        place = (f.silver_catalog, f.silver_database.casefold())
+        names = [("silver_table", f.silver_table), ("cdc_lakehouse.scd2_table", f.scd2_table)]
+        for field, name in names:
+            if name:
+                text = f"{field}: {f.silver_database}.{name} is also written by"
+                yield (place, name.casefold()), label, text
+        # gold_table defaults to silver_table, so two sources' "customers" meet here first.
+        gold = f"cdc_lakehouse.gold_table: gold table {f.gold_table} is also written by"
+        yield ("gold", f.gold_table.casefold()), label, gold
+
+
+def _clashes(claims: Iterable[tuple[Any, str, str]]) -> Iterator[str]:
+    """``label: text <owner>`` for each claim already made by an earlier flow."""
+    owners: dict[Any, str] = {}
+    for claim, label, text in claims:
+        if claim in owners and owners[claim] != label:  # a flow's own clash is _flow_problems'
+            yield f"{label}: {text} {owners[claim]}"
+        else:
+            owners[claim] = label
+
+
+def _bronze_problems(enabled: list[tuple[str, DataFlow]]) -> Iterator[str]:
+    # Binlog flows of one server share its event stream, hence one bronze table; sharing is
+    # fine only when the flows read the same landing data.
+    owners: dict[Any, tuple[str, DataFlow]] = {}
+    for label, f in enabled:
+        table = (f.bronze_catalog, f.bronze_database.casefold(), f.bronze_table.casefold())
+        owner_label, owner = owners.setdefault(table, (label, f))
+        same_input = (owner.source, owner.capture, owner.source_path) == (f.source, f.capture, f.source_path)
+        if not same_input:
+            yield (
+                f"{label}: bronze_table: {f.bronze_database}.{f.bronze_table} is shared with "
+                f"{owner_label}, which reads another source, capture or source_path"
+            )
+
+
+def _contains(names: Iterable[str], column: str) -> bool:
+    # Spark resolves column names case-insensitively.
+    return column.casefold() in {name.casefold() for name in names}
+
+
+def _copy(names: list[str] | None) -> list[str] | None:
+    return None if names is None else list(names)

@@ -1,0 +1,69 @@
+"""The local stand-in for Auto Loader (``cloudFiles``): new files under a folder, once each.
+
+Like Auto Loader, a file is identified by its path and read once; files whose names start
+with ``_`` or ``.`` are skipped unless ``pathGlobFilter`` names them; ``.gz`` files are
+decompressed by Spark's readers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
+
+# Options that only mean something to Auto Loader itself.
+_AUTOLOADER_ONLY = ("cloudfiles.",)
+TEXT_SCHEMA = StructType([StructField("value", StringType())])
+
+
+def list_files(path: str, options: dict) -> list[str]:
+    """All data files under ``path`` (a folder or a glob), sorted for a stable order."""
+    name_filter = _option(options, "pathGlobFilter")
+    roots = glob.glob(path) if glob.has_magic(path) else [path]
+    found = []
+    for root in roots:
+        if os.path.isfile(root):
+            found.append(os.path.abspath(root))
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            found.extend(
+                os.path.abspath(os.path.join(dirpath, f))
+                for f in filenames
+                if _wanted(f, name_filter)
+            )
+    return sorted(found)
+
+
+def _wanted(filename: str, name_filter: str | None) -> bool:
+    if name_filter:
+        return fnmatch.fnmatch(filename, name_filter)
+    return not filename.startswith(("_", "."))
+
+
+def _option(options: dict, key: str):
+    for k, v in options.items():
+        if k.lower() == key.lower():
+            return v
+    return None
+
+
+def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
+    """Read exactly ``files`` with Spark's own reader for ``fmt``."""
+    spark_options = {
+        k: v for k, v in options.items()
+        if not k.lower().startswith(_AUTOLOADER_ONLY) and k.lower() != "pathglobfilter"
+    }
+    reader = spark.read.format(fmt).options(**spark_options)
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.load(files)
+
+
+def empty_frame(spark: SparkSession, fmt: str, schema) -> DataFrame | None:
+    """The empty input of a run with no new files, when its shape is known."""
+    if schema is None and fmt == "text":
+        schema = TEXT_SCHEMA
+    return None if schema is None else spark.createDataFrame([], schema)

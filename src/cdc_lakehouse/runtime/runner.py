@@ -1,0 +1,181 @@
+"""Runs a loaded pipeline graph once: every flow, upstream first, reading only new input.
+
+Datasets are brought up to date on demand: when a flow reads a dataset, that dataset's flows
+run first (which orders the graph by its real dependencies and finds cycles). Each flow run is
+one micro-batch whose input is planned in the flow's checkpoint before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc_lakehouse.cdc.apply import state_table_name
+from cdc_lakehouse.runtime import dlt_api
+from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
+from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
+from cdc_lakehouse.runtime.expectations import apply_expectations
+from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
+from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
+from cdc_lakehouse.runtime.sinks import write_cdc, write_query, write_snapshot_cdc
+
+
+@dataclass
+class RunResult:
+    update_id: str
+    events: list[FlowEvent] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+
+    def event(self, flow: str) -> FlowEvent:
+        return next(e for e in self.events if e.flow == flow)
+
+
+class PipelineRunner:
+    def __init__(self, spark: SparkSession, store, graph: PipelineGraph, lake: Path,
+                 configuration: dict | None = None, full_refresh: bool = False):
+        self.spark = spark
+        self.store = store
+        self.graph = graph
+        self.checkpoints = Path(lake) / "_checkpoints"
+        self.configuration = configuration or {}
+        self.full_refresh = full_refresh
+        self.result = RunResult(update_id=uuid.uuid4().hex[:12])
+        self._done: set[str] = set()
+        self._running: list[str] = []
+
+    def run(self) -> RunResult:
+        self.graph.validate()
+        if self.full_refresh:
+            self._reset()
+        try:
+            for name in sorted(self.graph.datasets):
+                if self.graph.datasets[name].persisted:
+                    self.ensure(name)
+        finally:
+            append_events(self.spark, self.store, self.result.events)
+        return self.result
+
+    # -- dependency order -------------------------------------------------------------------
+    def ensure(self, name: str) -> None:
+        """Run every flow into ``name`` once in this update, after whatever it reads."""
+        if name in self._done:
+            return
+        if name in self._running:
+            cycle = " -> ".join([*self._running[self._running.index(name):], name])
+            raise PipelineDefinitionError(f"the pipeline has a cycle: {cycle}")
+        self._running.append(name)
+        try:
+            for flow in sorted(self.graph.flows_into(name), key=lambda f: f.name):
+                self._run_flow(flow)
+        finally:
+            self._running.pop()
+        self._done.add(name)
+        self.result.order.append(name)
+
+    def _run_flow(self, flow: Flow) -> None:
+        started = time.monotonic()
+        event = FlowEvent(self.result.update_id, flow.name, flow.target, flow.kind)
+        self.result.events.append(event)
+        batch = FlowBatch(self, flow, FlowCheckpoint(self.checkpoints, flow.name))
+        token = dlt_api._reader.set(batch)
+        try:
+            self._execute(flow, batch, event)
+        except NoNewInput:
+            event.status = "SKIPPED"
+            event.message = "no new input"
+        except Exception as exc:
+            event.status = "FAILED"
+            event.message = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            dlt_api._reader.reset(token)
+            event.duration_s = round(time.monotonic() - started, 3)
+            event.rows_read = batch.rows_read
+            self.spark.catalog.clearCache()
+
+    def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
+        target = self.graph.datasets[flow.target]
+        event.batch_id = batch.open()
+        if flow.kind == "auto_cdc_snapshot":
+            event.rows_written = write_snapshot_cdc(self, flow, target, batch)
+            return
+        if flow.kind == "auto_cdc":
+            source = batch.read_stream(flow.cdc["source"])
+        else:
+            source = flow.func()
+        batch.require_new_input()
+        batch.commit_plan()
+        expectations = target.expectations + dlt_api.expectations_of(flow.func)
+        kept, results = apply_expectations(source, target.name, expectations)
+        event.expectations = results
+        if flow.kind == "auto_cdc":
+            event.rows_written = write_cdc(self, flow, target, kept, batch)
+        else:
+            event.rows_written = write_query(self, target, kept, batch)
+
+    # -- reads from the executing flow ------------------------------------------------------
+    def read_dataset(self, name: str, wanted_by: str) -> DataFrame:
+        dataset = self.graph.dataset(name, wanted_by)
+        if dataset.kind == "view":
+            return self.evaluate_view(dataset)
+        self.ensure(name)
+        return self.store.read(name)
+
+    def evaluate_view(self, dataset: Dataset) -> DataFrame:
+        df = dataset.func()
+        expectations = dataset.expectations + dlt_api.expectations_of(dataset.func)
+        kept, results = apply_expectations(df, dataset.name, expectations)
+        if results:
+            self.result.events.append(
+                FlowEvent(self.result.update_id, dataset.name, dataset.name, "view", expectations=results)
+            )
+        return kept
+
+    def sink_tables(self, flow: Flow) -> list[str]:
+        if flow.kind.startswith("auto_cdc"):
+            return [flow.target, state_table_name(flow.target)]
+        return [flow.target]
+
+    def _reset(self) -> None:
+        """Full refresh: forget every table and checkpoint of this pipeline, then recompute."""
+        for name, dataset in self.graph.datasets.items():
+            if dataset.persisted:
+                shutil.rmtree(self.store.path(name), ignore_errors=True)
+                shutil.rmtree(self.store.path(state_table_name(name)), ignore_errors=True)
+        for flow in self.graph.flows:
+            FlowCheckpoint(self.checkpoints, flow).reset()
+
+
+@contextlib.contextmanager
+def pipeline_configuration(spark: SparkSession, configuration: dict):
+    """Pipeline ``configuration`` is read by the files with ``spark.conf.get``, as on Databricks."""
+    previous = {k: spark.conf.get(k, None) for k in configuration}
+    for key, value in configuration.items():
+        spark.conf.set(key, str(value))
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
+                 configuration: dict | None = None, full_refresh: bool = False) -> RunResult:
+    """Load the pipeline files and run one update over everything new."""
+    from cdc_lakehouse.runtime.loader import load_pipeline
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    configuration = dict(configuration or {})
+    with pipeline_configuration(spark, configuration):
+        graph = load_pipeline(spark, sources)
+        store = DeltaRsStore(spark, lake)
+        return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh).run()

@@ -1,0 +1,27 @@
+"""The Spark session the local runtime, CLI and tests share."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+
+def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
+    """A small local session: two cores, few shuffle partitions, UTC, no UI."""
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    spark = (
+        SparkSession.builder.master(os.environ.get("CDC_LAKEHOUSE_SPARK_MASTER", "local[2]"))
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.memory", os.environ.get("CDC_LAKEHOUSE_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,41 @@
+"""Where a flow's batch goes: appended, recomputed, or applied as changes."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from cdc_lakehouse.cdc import apply as cdc_apply
+from cdc_lakehouse.cdc import snapshot as cdc_snapshot
+
+
+def table_options(target) -> dict:
+    return dict(partition_by=target.partition_cols, properties=target.table_properties, comment=target.comment)
+
+
+def write_query(runner, target, df: DataFrame, batch) -> int:
+    """Streaming input appends; a batch query recomputes the whole table (materialized view)."""
+    if batch.already_committed(target.name):
+        return 0
+    df = conform_to_schema(runner.spark, df, target.schema)
+    if batch.streaming and target.kind != "materialized_view":
+        return runner.store.append(target.name, df, batch.commit(), **table_options(target))
+    return runner.store.overwrite(target.name, df, batch.commit(), **table_options(target))
+
+
+def write_cdc(runner, flow, target, df: DataFrame, batch) -> int:
+    spec = cdc_apply.CdcSpec.from_params(flow.cdc)
+    return cdc_apply.apply_changes(runner.store, target.name, df, spec, batch, table_options(target))
+
+
+def write_snapshot_cdc(runner, flow, target, batch) -> int:
+    return cdc_snapshot.apply_snapshots(runner, flow, target, batch, table_options(target))
+
+
+def conform_to_schema(spark, df: DataFrame, schema) -> DataFrame:
+    """A declared table schema fixes column order and types."""
+    if schema is None:
+        return df
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])

@@ -1,0 +1,62 @@
+"""The one small interface the pipeline runtime and jobs use to read and write Delta tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Progress committed atomically with the data: Delta's idempotent-writer transaction.
+
+    A writer that records ``(app_id, version)`` in the same Delta commit as its data can ask the
+    table afterwards whether that version is already in, so a crash between "data written" and
+    "progress recorded" can neither lose nor duplicate a batch.
+    """
+
+    app_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class UpsertSpec:
+    """A keyed MERGE: matched rows are updated (or deleted when ``delete_flag`` is true),
+    unmatched rows inserted (unless flagged for delete)."""
+
+    keys: tuple[str, ...]
+    delete_flag: str | None = None
+    # Extra join conditions on the target, e.g. a SCD2 version column.
+    extra_match_columns: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    path: str
+    version: int
+    row_count: int
+    properties: dict
+
+
+class TableStore(Protocol):
+    def exists(self, name: str) -> bool: ...
+
+    def read(self, name: str) -> DataFrame: ...
+
+    def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
+        """Rows appended after version ``after`` up to ``up_to``, and their count."""
+
+    def version(self, name: str) -> int | None: ...
+
+    def committed_version(self, name: str, app_id: str) -> int | None: ...
+
+    def append(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int: ...
+
+    def overwrite(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int: ...
+
+    def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int: ...
+
+    def list_tables(self) -> list[TableInfo]: ...

@@ -1,0 +1,225 @@
+"""Local Delta tables: committed by delta-rs, read by Spark straight from the snapshot's files.
+
+Spark cannot load the Delta jars here, so reads list the active files of the Delta snapshot
+(delta-rs) and hand them to Spark's Parquet reader with the table schema; no table is ever
+collected on the driver. Writes hand Spark's batch to delta-rs as Arrow.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from cdc_lakehouse.storage.base import Commit, TableInfo, UpsertSpec
+
+DEFAULT_SCHEMA = "default"
+
+
+class StreamingSourceChanged(RuntimeError):
+    """A streaming read found rows removed or rewritten in an append-only source."""
+
+
+class DeltaRsStore:
+    """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
+
+    def __init__(self, spark: SparkSession, lake: str | Path):
+        self.spark = spark
+        self.lake = Path(lake).resolve()
+
+    # -- naming -----------------------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        parts = name.split(".")
+        if len(parts) == 1:
+            parts = [DEFAULT_SCHEMA, *parts]
+        schema, table = parts[-2], parts[-1]  # a catalog prefix has no meaning locally
+        return self.lake / schema / table
+
+    def _table(self, name: str, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(str(self.path(name)), version=version)
+        except TableNotFoundError:
+            return None
+
+    # -- reads ------------------------------------------------------------------------------
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(str(self.path(name)))
+
+    def version(self, name: str) -> int | None:
+        table = self._table(name)
+        return None if table is None else table.version()
+
+    def committed_version(self, name: str, app_id: str) -> int | None:
+        table = self._table(name)
+        return None if table is None else table.transaction_version(app_id)
+
+    def read(self, name: str, version: int | None = None) -> DataFrame:
+        table = self._table(name, version)
+        if table is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
+        return self._files_as_dataframe(table, table.file_uris())
+
+    def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
+        """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
+        how many there are (from the Delta log, without reading the rows)."""
+        table = self._table(name, up_to)
+        if table is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
+        before = set() if after is None else set(self._table(name, after).file_uris())
+        now = table.file_uris()
+        removed = before.difference(now)
+        if removed:
+            raise StreamingSourceChanged(
+                f"{name}: {len(removed)} file(s) were removed or rewritten between versions "
+                f"{after} and {up_to}; a streaming read needs an append-only source "
+                "(full-refresh the reader, or read it as a batch)"
+            )
+        added = [f for f in now if f not in before]
+        root = str(self.path(name))
+        return self._files_as_dataframe(table, added), _row_count(table, {os.path.relpath(f, root) for f in added})
+
+    def _files_as_dataframe(self, table: DeltaTable, files: list[str]) -> DataFrame:
+        schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        reader = self.spark.read.schema(schema)
+        if table.metadata().partition_columns:
+            reader = reader.option("basePath", table.table_uri)
+        return reader.parquet(*files)
+
+    def list_tables(self) -> list[TableInfo]:
+        infos = []
+        for log in sorted(self.lake.glob("*/*/_delta_log")):
+            name = f"{log.parent.parent.name}.{log.parent.name}"
+            table = DeltaTable(str(log.parent))
+            infos.append(
+                TableInfo(
+                    name=name,
+                    path=str(log.parent),
+                    version=table.version(),
+                    row_count=_row_count(table),
+                    properties=dict(table.metadata().configuration),
+                )
+            )
+        return infos
+
+    # -- writes -----------------------------------------------------------------------------
+    def append(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
+        return self._write(name, df, "append", commit, **table_opts)
+
+    def overwrite(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
+        return self._write(name, df, "overwrite", commit, **table_opts)
+
+    def _write(self, name, df, mode, commit, partition_by=None, properties=None, comment=None) -> int:
+        data = _nullable(df.toArrow())
+        path = self.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_deltalake(
+            str(path),
+            data,
+            mode=mode,
+            partition_by=partition_by or None,
+            schema_mode="overwrite" if mode == "overwrite" else "merge",
+            configuration=_delta_configuration(properties),
+            description=comment,
+            commit_properties=_commit_properties(commit),
+        )
+        self._set_properties(name, properties)
+        return data.num_rows
+
+    def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
+        """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
+        data = _nullable(df.toArrow())
+        flag = spec.delete_flag
+        if not self.exists(name):
+            kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
+            self._create(name, kept, commit, **table_opts)
+            return data.num_rows
+        target = self._table(name)
+        columns = [c for c in data.column_names if c != flag]
+        match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*spec.keys, *spec.extra_match_columns))
+        updates = {f"`{c}`": f"s.`{c}`" for c in columns}
+        keep = None if flag is None else f"NOT s.`{flag}`"
+        merger = target.merge(
+            data, predicate=match, source_alias="s", target_alias="t", merge_schema=True,
+            commit_properties=_commit_properties(commit),
+        )
+        if flag is not None:
+            merger = merger.when_matched_delete(predicate=f"s.`{flag}`")
+        merger.when_matched_update(updates, predicate=keep).when_not_matched_insert(
+            updates, predicate=keep
+        ).execute()
+        return data.num_rows
+
+    def _create(self, name, data: pa.Table, commit, partition_by=None, properties=None, comment=None):
+        path = self.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_deltalake(
+            str(path), data, mode="append", partition_by=partition_by or None,
+            configuration=_delta_configuration(properties), description=comment,
+            commit_properties=_commit_properties(commit),
+        )
+        self._set_properties(name, properties)
+
+    def _set_properties(self, name: str, properties: dict | None) -> None:
+        """Pipeline properties (``quality``, ``pipelines.*``) are not Delta settings, so delta-rs
+        only takes them through ALTER; set them once, when they differ."""
+        wanted = {k: str(v) for k, v in (properties or {}).items() if not k.startswith("delta.")}
+        table = self._table(name)
+        current = table.metadata().configuration
+        if any(current.get(k) != v for k, v in wanted.items()):
+            table.alter.set_table_properties(wanted, raise_if_not_exists=False)
+
+    def delta_table(self, name: str) -> DeltaTable:
+        """The delta-rs handle, for maintenance (OPTIMIZE, VACUUM, history)."""
+        table = self._table(name)
+        if table is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
+        return table
+
+
+def _commit_properties(commit: Commit | None) -> CommitProperties | None:
+    if commit is None:
+        return None
+    return CommitProperties(app_transactions=[Transaction(commit.app_id, commit.version)])
+
+
+def _delta_configuration(properties: dict | None) -> dict | None:
+    # delta-rs validates the configuration at write time and knows only Delta's own keys.
+    delta = {k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")}
+    return delta or None
+
+
+def _nullable(data: pa.Table) -> pa.Table:
+    """Spark marks some columns NOT NULL; a Delta table created that way rejects later nulls."""
+    schema = pa.schema([_nullable_field(f) for f in data.schema])
+    return data.cast(schema)
+
+
+def _nullable_field(f: pa.Field) -> pa.Field:
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable_field(c) for c in t])
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = pa.list_(_nullable_field(t.value_field))
+    elif pa.types.is_map(t):
+        t = pa.map_(t.key_type, _nullable_field(t.item_field))
+    return f.with_type(t).with_nullable(True)
+
+
+def _row_count(table: DeltaTable, only_files: set[str] | None = None) -> int:
+    """Rows in the table (or in some of its files) from the add actions' statistics."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return 0
+    paths = actions.column("path").to_pylist()
+    counts = actions.column("num_records").to_pylist()
+    wanted = [c for p, c in zip(paths, counts) if only_files is None or p in only_files]
+    if any(c is None for c in wanted):
+        raise RuntimeError(f"{table.table_uri}: a data file has no row count statistics")
+    return int(sum(wanted))

@@ -1,0 +1,442 @@
+"""Onboarding configuration: the demo file, accessors, env resolution and every validation error."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # the package is not installed in the venv
+    sys.path.insert(0, str(ROOT / "src"))
+
+from cdc_lakehouse.config import (  # noqa: E402
+    DataFlow,
+    OnboardingError,
+    load_onboarding,
+    parse_onboarding,
+)
+
+DEMO = ROOT / "conf" / "onboarding.yml"
+DELETE = object()
+
+
+# --- the demo file -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_onboarding(DEMO)
+
+
+def test_demo_has_eight_flows_over_two_sources(demo):
+    assert len(demo.flows) == 8
+    assert demo.env == "dev"
+    assert demo.sources == ["shop", "shop_pg"]
+    assert [f.capture for f in demo.for_source("shop")] == ["binlog"] * 4
+    assert [f.capture for f in demo.for_source("shop_pg")] == ["shadow"] * 4
+    tables = ["shop.customers", "shop.products", "shop.orders", "shop.order_items"]
+    for source in demo.sources:
+        assert [f.qualified_table for f in demo.for_source(source)] == tables
+
+
+def test_demo_customers_accessors(demo):
+    flow = demo.for_table("shop_pg", "shop.customers")
+    assert isinstance(flow, DataFlow)
+    assert (flow.source, flow.capture, flow.data_flow_id) == ("shop_pg", "shadow", "201")
+    assert (flow.schema_name, flow.table_name, flow.qualified_table) == ("shop", "customers", "shop.customers")
+    assert flow.keys == ["customer_id"]
+    assert flow.sequence_by == "__sequence"
+    assert flow.scd_type == 2
+    assert flow.apply_as_deletes == "__op = 'DELETE'"
+    assert flow.except_column_list == ["__op", "__sequence", "__commit_ts", "__txn_id"]
+    assert flow.track_history_column_list == ["name", "email", "city", "tier"]
+    assert flow.track_history_except_column_list is None
+    assert flow.silver_table == "shop_pg_customers"
+    assert flow.scd2_table == "shop_pg_customers_history"
+    assert flow.gold_table == "shop_pg_customers"
+    assert flow.bronze_table == "shop_pg_shadow_customers"
+    assert flow.column_filters.hash == ["email"]
+    assert flow.column_filters.drop == flow.column_filters.mask == []
+    assert flow.bronze_table_properties == {"pipelines.reset.allowed": "false"}
+
+
+def test_demo_shop_is_unfiltered_and_shares_one_binlog_bronze_table(demo):
+    flows = demo.for_source("shop")
+    assert all(f.column_filters == type(f.column_filters)() for f in flows)
+    assert {f.bronze_table for f in flows} == {"shop_binlog_events"}
+
+
+def test_demo_scd1_and_composite_keys(demo):
+    products = demo.for_table("shop", "shop.products")
+    assert products.scd_type == 1
+    assert products.scd2_table is None
+    assert products.track_history_column_list is None
+    orders = demo.for_table("shop", "shop.orders")
+    assert (orders.scd_type, orders.scd2_table) == (2, "shop_orders_history")
+    assert orders.track_history_column_list is None  # every column is history
+    assert demo.for_table("shop", "shop.order_items").keys == ["order_id", "line_no"]
+
+
+def test_apply_changes_args(demo):
+    customers = demo.for_table("shop", "shop.customers")
+    assert customers.apply_changes_args(1) == {
+        "keys": ["customer_id"],
+        "sequence_by": "__sequence",
+        "stored_as_scd_type": 1,
+        "ignore_null_updates": False,
+        "apply_as_deletes": "__op = 'DELETE'",
+        "except_column_list": ["__op", "__sequence", "__commit_ts", "__txn_id"],
+    }
+    history = customers.apply_changes_args(2)
+    assert history["stored_as_scd_type"] == 2
+    assert history["track_history_column_list"] == ["name", "email", "city", "tier"]
+    with pytest.raises(ValueError, match="no SCD2 table"):
+        demo.for_table("shop", "shop.products").apply_changes_args(2)
+
+
+def test_lookups(demo):
+    assert demo.flow(104).table_name == "order_items"
+    assert demo.for_table("shop", "SHOP.Orders").data_flow_id == "103"
+    assert demo.for_table("shop", "shop.unreplicated") is None
+    assert demo.for_group("demo") == demo.flows
+    with pytest.raises(KeyError, match="no enabled flow for source 'nope'"):
+        demo.for_source("nope")
+    with pytest.raises(KeyError):
+        demo.flow("999")
+
+
+def test_landing_paths(demo):
+    binlog = demo.for_table("shop", "shop.customers")
+    shadow = demo.for_table("shop_pg", "shop.customers")
+    assert binlog.landing_path("/landing/") == "/landing/shop/binlog"
+    assert shadow.landing_path(Path("/landing")) == "/landing/shop_pg/shadow/shop.customers"
+    assert shadow.snapshot_path("/landing") == "/landing/shop_pg/snapshot/shop.customers"
+
+
+# --- environments ------------------------------------------------------------------------------
+
+
+def test_env_suffixed_keys_resolve_for_the_chosen_env():
+    dev = load_onboarding(DEMO).flow(201)
+    prod = load_onboarding(DEMO, env="prod").flow(201)
+    assert (dev.bronze_database, dev.silver_database) == ("cdc_bronze_dev", "cdc_silver_dev")
+    assert (prod.bronze_database, prod.silver_database) == ("cdc_bronze", "cdc_silver")
+    assert dev.source_path == "/Volumes/cdc_dev/landing/files/shop_pg/shadow/shop.customers"
+    assert prod.source_path == "/Volumes/cdc_prod/landing/files/shop_pg/shadow/shop.customers"
+    assert prod.bronze_table == dev.bronze_table  # not env-specific
+
+
+def test_env_without_its_keys_is_an_error(tmp_path):
+    message = error_of(tmp_path, [make_flow()], env="stag")
+    entry = f"{tmp_path / 'onboarding.yml'}: flow #1 (data_flow_id=101)"
+    assert f"{entry}: bronze_database_stag: required key is missing" in message
+    assert "silver_database_stag: required key is missing" in message
+
+
+def test_env_name_must_be_simple():
+    with pytest.raises(OnboardingError, match="env must be letters and digits"):
+        parse_onboarding([make_flow()], env="dev_eu")
+
+
+# --- validation errors -------------------------------------------------------------------------
+
+
+def make_flow(flow_id="101", table="customers", **changes):
+    """A valid flow; ``changes`` maps dotted paths (``__`` for ``.``) to values or DELETE."""
+    flow = {
+        "data_flow_id": flow_id,
+        "data_flow_group": "g1",
+        "source_format": "cloudFiles",
+        "source_details": {
+            "source_database": "shop",
+            "source_table": table,
+            "source_path_dev": f"/landing/shop/shadow/shop.{table}",
+        },
+        "bronze_database_dev": "bronze_dev",
+        "bronze_database_prod": "bronze",
+        "bronze_table": f"shop_shadow_{table}",
+        "silver_database_dev": "silver_dev",
+        "silver_database_prod": "silver",
+        "silver_table": f"shop_{table}",
+        "silver_cdc_apply_changes": {
+            "keys": ["customer_id"],
+            "sequence_by": "__sequence",
+            "scd_type": "2",
+            "apply_as_deletes": "__op = 'DELETE'",
+            "except_column_list": ["__op", "__sequence"],
+        },
+        "cdc_lakehouse": {"capture": "shadow", "source": "shop"},
+    }
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = flow
+        for name in parents:
+            node = node.setdefault(name, {})
+        if value is DELETE:
+            del node[leaf]
+        else:
+            node[leaf] = copy.deepcopy(value)
+    return flow
+
+
+def error_of(tmp_path, flows, env="dev") -> str:
+    path = tmp_path / "onboarding.yml"
+    path.write_text(yaml.safe_dump(flows, sort_keys=False))
+    with pytest.raises(OnboardingError) as caught:
+        load_onboarding(path, env=env)
+    return str(caught.value)
+
+
+CDC = "silver_cdc_apply_changes"
+SINGLE_FLOW_ERRORS = {
+    "unknown key": (
+        {"bronze_tabel": "x"},
+        "bronze_tabel: unknown key (did you mean 'bronze_table'?)",
+    ),
+    "unknown nested key": (
+        {f"{CDC}__sequence": "x"},
+        f"{CDC}.sequence: unknown key (did you mean 'sequence_by'?)",
+    ),
+    "extension key outside cdc_lakehouse": (
+        {"capture": "binlog"},
+        "capture: unknown key; cdc-lakehouse settings go under cdc_lakehouse:",
+    ),
+    "unsupported dlt-meta key": (
+        {"bronze_cdc_apply_changes": {"keys": ["id"]}},
+        "bronze_cdc_apply_changes: dlt-meta key not supported by cdc-lakehouse",
+    ),
+    "missing key": ({"bronze_table": DELETE}, "bronze_table: required key is missing"),
+    "missing nested key": (
+        {"cdc_lakehouse__capture": DELETE},
+        "cdc_lakehouse.capture: required key is missing",
+    ),
+    "missing extension": ({"cdc_lakehouse": DELETE}, "cdc_lakehouse: required key is missing"),
+    "missing source table": (
+        {"source_details__source_table": DELETE},
+        "source_details.source_table: required key is missing",
+    ),
+    "env key without suffix": (
+        {"bronze_database": "b"},
+        "bronze_database: is set per environment in dlt-meta; write bronze_database_dev",
+    ),
+    "wrong type": (
+        {f"{CDC}__keys": "customer_id"},
+        f"{CDC}.keys: wrong type or value: Input should be a valid list (got 'customer_id')",
+    ),
+    "wrong type in a list": (
+        {f"{CDC}__except_column_list": ["__op", {"a": 1}]},
+        f"{CDC}.except_column_list[1]: wrong type or value: Input should be a valid string",
+    ),
+    "bad capture": (
+        {"cdc_lakehouse__capture": "logical"},
+        "cdc_lakehouse.capture: wrong type or value: Input should be 'binlog' or 'shadow'",
+    ),
+    "bad source name": (
+        {"cdc_lakehouse__source": "shop/eu"},
+        "cdc_lakehouse.source: must be letters, digits, '_' or '-'",
+    ),
+    "bad source format": (
+        {"source_format": "kafka"},
+        "source_format: must be cloudFiles: cdc-lakehouse reads landing files with Auto Loader",
+    ),
+    "scd_type 3": ({f"{CDC}__scd_type": "3"}, f"{CDC}.scd_type: must be 1 or 2 (got '3')"),
+    "scd_type bool": ({f"{CDC}__scd_type": True}, f"{CDC}.scd_type: must be 1 or 2 (got True)"),
+    "empty keys": ({f"{CDC}__keys": []}, f"{CDC}.keys: must not be empty"),
+    "empty sequence_by": ({f"{CDC}__sequence_by": " "}, f"{CDC}.sequence_by: must not be empty"),
+    "key in except_column_list": (
+        {f"{CDC}__except_column_list": ["__op", "Customer_ID"]},
+        f"{CDC}.except_column_list: key column 'customer_id' cannot be excluded",
+    ),
+    "key missing from column_list": (
+        {f"{CDC}__except_column_list": DELETE, f"{CDC}__column_list": ["name"]},
+        f"{CDC}.column_list: must include key column 'customer_id'",
+    ),
+    "column_list with except_column_list": (
+        {f"{CDC}__column_list": ["customer_id", "name"]},
+        f"{CDC}: column_list and except_column_list cannot be used together",
+    ),
+    "key dropped": (
+        {"cdc_lakehouse__column_filters": {"drop": ["customer_id"]}},
+        "cdc_lakehouse.column_filters.drop: key column 'customer_id' cannot be dropped",
+    ),
+    "key masked": (
+        {"cdc_lakehouse__column_filters": {"mask": ["customer_id"]}},
+        "cdc_lakehouse.column_filters.mask: key column 'customer_id' cannot be masked",
+    ),
+    "key hashed": (
+        {"cdc_lakehouse__column_filters": {"hash": ["customer_id"]}},
+        "cdc_lakehouse.column_filters.hash: key column 'customer_id' cannot be hashed",
+    ),
+    "key renamed away": (
+        {"cdc_lakehouse__column_filters": {"rename": {"customer_id": "id"}}},
+        "cdc_lakehouse.column_filters.rename: key column 'customer_id' cannot be renamed away",
+    ),
+    "key masked under its source name": (
+        {
+            f"{CDC}__keys": ["id"],
+            "cdc_lakehouse__column_filters": {"rename": {"cust_id": "id"}, "mask": ["cust_id"]},
+        },
+        "cdc_lakehouse.column_filters.mask: key column 'id' cannot be masked",
+    ),
+    "dropped and hashed": (
+        {"cdc_lakehouse__column_filters": {"drop": ["email"], "hash": ["email"]}},
+        "cdc_lakehouse.column_filters: column 'email' is both dropped and in hash",
+    ),
+    "unknown filter": (
+        {"cdc_lakehouse__column_filters": {"encrypt": ["email"]}},
+        "cdc_lakehouse.column_filters.encrypt: unknown key",
+    ),
+    "both track_history lists": (
+        {f"{CDC}__track_history_column_list": ["name"], f"{CDC}__track_history_except_column_list": ["city"]},
+        f"{CDC}: track_history_column_list and track_history_except_column_list cannot be used together",
+    ),
+    "track_history on SCD1": (
+        {f"{CDC}__scd_type": 1, f"{CDC}__track_history_column_list": ["name"]},
+        f"{CDC}.track_history_column_list: only allowed with scd_type 2",
+    ),
+    "scd2_table on SCD1": (
+        {f"{CDC}__scd_type": "1", "cdc_lakehouse__scd2_table": "h"},
+        "cdc_lakehouse.scd2_table: only allowed with scd_type 2",
+    ),
+    "history table named like the replica": (
+        {"cdc_lakehouse__scd2_table": "shop_customers"},
+        "cdc_lakehouse.scd2_table: must differ from silver_table (the SCD1 replica)",
+    ),
+}
+
+
+@pytest.mark.parametrize("changes, expected", SINGLE_FLOW_ERRORS.values(), ids=SINGLE_FLOW_ERRORS.keys())
+def test_single_flow_errors_name_file_entry_and_field(tmp_path, changes, expected):
+    flows = [make_flow("100", "products", **{f"{CDC}__keys": ["product_id"]}), make_flow(**changes)]
+    message = error_of(tmp_path, flows)
+    assert f"{tmp_path / 'onboarding.yml'}: flow #2 (data_flow_id=101): {expected}" in message
+
+
+def test_error_without_a_data_flow_id_names_the_index(tmp_path):
+    message = error_of(tmp_path, [make_flow(data_flow_id=DELETE)])
+    assert message == f"{tmp_path / 'onboarding.yml'}: flow #1: data_flow_id: required key is missing"
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    with pytest.raises(OnboardingError) as caught:
+        load_onboarding(write(tmp_path, [make_flow(bronze_table=DELETE, **{f"{CDC}__keys": []})]))
+    assert len(caught.value.problems) == 2
+    assert str(caught.value).count("\n") == 1
+
+
+def test_numeric_ids_and_scd_types_are_accepted(tmp_path):
+    onboarding = load_onboarding(write(tmp_path, [make_flow(101, **{f"{CDC}__scd_type": 2})]))
+    assert onboarding.flows[0].data_flow_id == "101"
+    assert onboarding.flows[0].scd_type == 2
+
+
+# --- errors across flows -----------------------------------------------------------------------
+
+
+def test_duplicate_data_flow_id(tmp_path):
+    message = error_of(tmp_path, [make_flow("101"), make_flow("101", "orders", **{f"{CDC}__keys": ["order_id"]})])
+    assert message == (
+        f"{tmp_path / 'onboarding.yml'}: flow #2 (data_flow_id=101): data_flow_id: "
+        "duplicate of flow #1 (data_flow_id=101)"
+    )
+
+
+def test_same_source_table_twice(tmp_path):
+    second = make_flow("102", silver_table="customers_again", bronze_table="raw_again")
+    message = error_of(tmp_path, [make_flow("101"), second])
+    assert message == (
+        f"{tmp_path / 'onboarding.yml'}: flow #2 (data_flow_id=102): source_details: "
+        "shop table shop.customers is already replicated by flow #1 (data_flow_id=101)"
+    )
+
+
+def test_same_table_from_another_source_or_in_a_disabled_flow_is_fine(tmp_path):
+    other_source = make_flow("102", silver_table="pg_customers", bronze_table="pg_raw",
+                             cdc_lakehouse__source="shop_pg")
+    disabled = make_flow("103", silver_table="old", bronze_table="old_raw", cdc_lakehouse__enabled=False)
+    onboarding = load_onboarding(write(tmp_path, [make_flow("101"), other_source, disabled]))
+    assert [f.data_flow_id for f in onboarding.flows] == ["101", "102"]
+    assert len(onboarding.all_flows) == 3
+
+
+def test_two_flows_writing_one_silver_or_gold_table(tmp_path):
+    orders = {f"{CDC}__keys": ["order_id"]}
+    same_silver = make_flow("102", "orders", silver_table="shop_customers", **orders)
+    message = error_of(tmp_path, [make_flow("101"), same_silver])
+    assert "flow #2 (data_flow_id=102): silver_table: silver_dev.shop_customers is also written by flow #1" in message
+    same_gold = make_flow("102", "orders", cdc_lakehouse__gold_table="shop_customers", **orders)
+    message = error_of(tmp_path, [make_flow("101"), same_gold])
+    assert message.endswith(
+        "flow #2 (data_flow_id=102): cdc_lakehouse.gold_table: gold table shop_customers "
+        "is also written by flow #1 (data_flow_id=101)"
+    )
+
+
+def test_bronze_table_shared_only_by_flows_reading_the_same_landing_data(tmp_path):
+    binlog = {"cdc_lakehouse__capture": "binlog", "source_details__source_path_dev": "/landing/shop/binlog",
+              "bronze_table": "shop_binlog"}
+    orders = make_flow("102", "orders", **{f"{CDC}__keys": ["order_id"]}, **binlog)
+    assert len(load_onboarding(write(tmp_path, [make_flow("101", **binlog), orders])).flows) == 2
+    shadow_orders = make_flow("102", "orders", bronze_table="shop_binlog", **{f"{CDC}__keys": ["order_id"]})
+    message = error_of(tmp_path, [make_flow("101", **binlog), shadow_orders])
+    assert "flow #2 (data_flow_id=102): bronze_table: bronze_dev.shop_binlog is shared with flow #1" in message
+
+
+# --- file-level errors -------------------------------------------------------------------------
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / "onboarding.yml"
+    path.write_text('- data_flow_id: "101"\n  bronze_table: [unclosed\n  silver_table: x\n')
+    with pytest.raises(OnboardingError, match=r"onboarding\.yml: line 3, column \d+: invalid YAML"):
+        load_onboarding(path)
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path):
+    path = tmp_path / "onboarding.yml"
+    path.write_text('- data_flow_id: "101"\n  bronze_table: a\n  bronze_table: b\n')
+    with pytest.raises(OnboardingError) as caught:
+        load_onboarding(path)
+    assert str(caught.value) == (
+        f"{path}: line 3, column 3: invalid YAML: duplicate key 'bronze_table' (first at line 2)"
+    )
+
+
+def test_yaml_merge_keys_may_be_overridden(tmp_path):
+    path = tmp_path / "onboarding.yml"
+    first = yaml.safe_dump([make_flow()], sort_keys=False)
+    path.write_text(first.replace("- data_flow_id:", "- &base\n  data_flow_id:", 1)
+                    + '- <<: *base\n  data_flow_id: "102"\n  cdc_lakehouse: {capture: shadow, source: other}\n'
+                    + "  silver_table: other_customers\n  bronze_table: other_raw\n")
+    assert [f.source for f in load_onboarding(path).flows] == ["shop", "other"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("flows: []\n", "must be a non-empty list of flows (got a mapping)"),
+        ("", "must be a non-empty list of flows (got nothing)"),
+        ("- just a string\n", "flow #1: must be a mapping of onboarding keys (got a string)"),
+    ],
+)
+def test_wrong_top_level_shape(tmp_path, text, expected):
+    path = tmp_path / "onboarding.yml"
+    path.write_text(text)
+    with pytest.raises(OnboardingError) as caught:
+        load_onboarding(path)
+    assert str(caught.value) == f"{path}: {expected}"
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(OnboardingError, match=r"nope\.yml: cannot read"):
+        load_onboarding(tmp_path / "nope.yml")
+
+
+def write(tmp_path, flows) -> Path:
+    path = tmp_path / "onboarding.yml"
+    path.write_text(yaml.safe_dump(flows, sort_keys=False))
+    return path
