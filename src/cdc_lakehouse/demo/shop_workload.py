@@ -339,7 +339,7 @@ class _Gen:
         self.xid = FIRST_XID
         self.pg_xid = FIRST_PG_XID
         self.followups: list[tuple[int, str]] = []
-        self.pair_order: int | None = None
+        self.pair_target: tuple[str, tuple] | None = None
         self._plan()
         for user, tid, before in INITIAL_SESSIONS:
             self._connect(user, START_US - before * SEC, tid)
@@ -537,11 +537,12 @@ class _Gen:
             "o42_ship": self._k_o42_ship,
         }
         if name in fixed:
-            b = _Builder(self, begin)
-            b.label = name
-            if not fixed[name](b):
-                raise RuntimeError(f"seed {self.seed}: cannot build special transaction {name} at {i}")
-            return b
+            for _ in range(20):
+                b = _Builder(self, begin)
+                b.label = name
+                if fixed[name](b):
+                    return b
+            raise RuntimeError(f"seed {self.seed}: cannot build special transaction {name} at {i}")
         kinds = [k for k, _ in RANDOM_KINDS]
         weights = [w for _, w in RANDOM_KINDS]
         for _ in range(50):
@@ -639,15 +640,18 @@ class _Gen:
         return True
 
     def _k_pair(self, b: _Builder, user: str, first: bool) -> bool:
-        """Two consecutive transactions moving the same order on (same second / clock step)."""
+        """Two consecutive transactions changing the same row (same second / clock step)."""
+        b.user = user
         if first:
             cands = self._orders(b, ("new", "paid"))
-            if not cands:
-                return False
-            self.pair_order = self.rng.choice(cands)[0]
-        k = (self.pair_order,)
-        b.user = user
-        b.update("orders", [(k, {"status": NEXT_STATUS[b.work["orders"][k]["status"]]})])
+            self.pair_target = ("orders", self.rng.choice(cands)) if cands else \
+                ("customers", self.rng.choice(b.keys("customers")))
+        table, k = self.pair_target
+        if table == "orders":
+            b.update("orders", [(k, {"status": NEXT_STATUS[b.work["orders"][k]["status"]]})])
+        else:
+            tier = b.work["customers"][k]["tier"]
+            b.update("customers", [(k, {"tier": TIERS[(TIERS.index(tier) + 1) % len(TIERS)]})])
         return True
 
     def _k_edit(self, b: _Builder, variant: str | None = None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import tempfile
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -62,8 +63,18 @@ def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, s
     return reader.load(files)
 
 
-def empty_frame(spark: SparkSession, fmt: str, schema) -> DataFrame | None:
-    """The empty input of a run with no new files, when its shape is known."""
+def empty_frame(spark: SparkSession, fmt: str, options: dict, schema) -> DataFrame | None:
+    """The empty input of a run with no new files, when its shape is known. It is read from an
+    empty file so that it has the file source's ``_metadata`` column like any other batch."""
     if schema is None and fmt == "text":
         schema = TEXT_SCHEMA
-    return None if schema is None else spark.createDataFrame([], schema)
+    if schema is None:
+        return None
+    return read_files(spark, [_empty_file()], fmt, options, schema)
+
+
+def _empty_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), "cdc-lakehouse-empty-input")
+    if not os.path.exists(path):
+        open(path, "w").close()
+    return path

@@ -63,10 +63,6 @@ class FlowBatch:
         ]
         return min(-1 if v is None else v for v in versions)
 
-    def require_new_input(self) -> None:
-        if self.streaming and not self.new_input:
-            raise NoNewInput
-
     def commit_plan(self) -> None:
         if self.streaming and not self.replay:
             self.checkpoint.write_offsets(self.id, self.offsets)
@@ -98,7 +94,7 @@ class FlowBatch:
             files = [f for f in file_source.list_files(path, options) if f not in seen]
         if not files:
             self._record(source, {"files": []}, 0)
-            empty = file_source.empty_frame(self.runner.spark, fmt, schema)
+            empty = file_source.empty_frame(self.runner.spark, fmt, options, schema)
             if empty is None:
                 raise NoNewInput
             return empty

@@ -23,7 +23,7 @@ from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
-from cdc_lakehouse.runtime.sinks import write_cdc, write_query, write_snapshot_cdc
+from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 
 
 @dataclass
@@ -109,7 +109,9 @@ class PipelineRunner:
             source = batch.read_stream(flow.cdc["source"])
         else:
             source = flow.func()
-        batch.require_new_input()
+        if batch.streaming and not batch.new_input:
+            self._create_empty(flow, target, source)
+            raise NoNewInput
         batch.commit_plan()
         expectations = target.expectations + dlt_api.expectations_of(flow.func)
         kept, results = apply_expectations(source, target.name, expectations)
@@ -118,6 +120,12 @@ class PipelineRunner:
             event.rows_written = write_cdc(self, flow, target, kept, batch)
         else:
             event.rows_written = write_query(self, target, kept, batch)
+
+    def _create_empty(self, flow: Flow, target: Dataset, source: DataFrame) -> None:
+        """A streaming table exists from its first update on, even before any input arrives."""
+        if flow.kind == "auto_cdc" or self.store.exists(target.name):
+            return
+        self.store.append(target.name, source.limit(0), None, **table_options(target))
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str) -> DataFrame:

@@ -1,0 +1,170 @@
+"""``cdc-lakehouse``: run the pipeline locally and look at the lake."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
+PROJECT_ROOT = PACKAGE_SRC.parent
+PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
+
+console = Console(stderr=True)
+
+
+def _spark():
+    from cdc_lakehouse.runtime.session import get_spark
+
+    return get_spark()
+
+
+def _store(spark, lake: str):
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    return DeltaRsStore(spark, lake)
+
+
+def cmd_run(args) -> int:
+    from cdc_lakehouse.config import load_onboarding
+
+    load_onboarding(args.config)  # fail fast, with the file and entry named, before Spark starts
+    configuration = {
+        "cdc_lakehouse.landing_path": str(Path(args.landing).resolve()),
+        "cdc_lakehouse.onboarding_file": str(Path(args.config).resolve()),
+    }
+    return _run(PIPELINE_SOURCES, args.lake, configuration, args.full_refresh)
+
+
+def cmd_pipeline_run(args) -> int:
+    configuration = dict(kv.split("=", 1) for kv in args.conf)
+    return _run(args.source, args.lake, configuration, args.full_refresh)
+
+
+def _run(sources, lake, configuration, full_refresh) -> int:
+    from cdc_lakehouse.runtime.runner import run_pipeline
+
+    with console.status("starting Spark"):
+        spark = _spark()
+    with console.status(f"running pipeline into {lake}"):
+        result = run_pipeline(spark, sources, lake, configuration, full_refresh)
+    table = Table(title=f"update {result.update_id}")
+    for column in ("flow", "target", "status", "batch", "read", "written", "expectations", "s"):
+        table.add_column(column)
+    for e in result.events:
+        failed = sum(r.failed for r in e.expectations)
+        table.add_row(
+            e.flow, e.target, e.status, str(e.batch_id), str(e.rows_read), str(e.rows_written),
+            f"{len(e.expectations)} ({failed} failed rows)" if e.expectations else "", str(e.duration_s),
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_tables(args) -> int:
+    from cdc_lakehouse.runtime.catalog import layer_of
+
+    spark = _spark()
+    rows = [
+        {"name": t.name, "layer": layer_of(t.name, t.properties), "path": t.path,
+         "version": t.version, "rows": t.row_count}
+        for t in _store(spark, args.lake).list_tables()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"tables in {args.lake}")
+    for column in ("name", "layer", "version", "rows", "path"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["name"], r["layer"], str(r["version"]), str(r["rows"]), r["path"])
+    Console().print(table)
+    return 0
+
+
+def cmd_sql(args) -> int:
+    from cdc_lakehouse.runtime.catalog import run_sql
+
+    spark = _spark()
+    df = run_sql(spark, _store(spark, args.lake), args.query)
+    rows = [r.asDict(recursive=True) for r in df.limit(args.limit).collect()]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=_json_default))
+        return 0
+    table = Table()
+    for column in df.columns:
+        table.add_column(column)
+    for r in rows:
+        table.add_row(*[_cell(r[c]) for c in df.columns])
+    Console().print(table)
+    return 0
+
+
+def _json_default(value):
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return str(value)
+
+
+def _cell(value) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cdc-lakehouse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the project pipeline once over all new landing input")
+    run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"))
+    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"))
+    run.add_argument("--lake", default=".lake")
+    run.add_argument("--full-refresh", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    pipeline = sub.add_parser("pipeline", help="run any folder of dlt pipeline files")
+    pipeline_sub = pipeline.add_subparsers(dest="pipeline_command", required=True)
+    prun = pipeline_sub.add_parser("run")
+    prun.add_argument("--source", action="append", required=True, help="glob of pipeline files")
+    prun.add_argument("--lake", required=True)
+    prun.add_argument("--conf", action="append", default=[], help="key=value pipeline configuration")
+    prun.add_argument("--full-refresh", action="store_true")
+    prun.set_defaults(func=cmd_pipeline_run)
+
+    tables = sub.add_parser("tables", help="list the lake's tables")
+    tables.add_argument("--lake", default=".lake")
+    tables.add_argument("--json", action="store_true")
+    tables.set_defaults(func=cmd_tables)
+
+    sql = sub.add_parser("sql", help="Spark SQL with every table registered under its name")
+    sql.add_argument("query")
+    sql.add_argument("--lake", default=".lake")
+    sql.add_argument("--json", action="store_true")
+    sql.add_argument("--limit", type=int, default=1000)
+    sql.set_defaults(func=cmd_sql)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Exception as exc:  # one clear line for the user; the traceback helps nobody here
+        from cdc_lakehouse.config import OnboardingError
+        from cdc_lakehouse.runtime.graph import PipelineDefinitionError
+
+        if isinstance(exc, (OnboardingError, PipelineDefinitionError, LookupError)):
+            console.print(f"[red]error:[/red] {exc}")
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Pipeline settings, read from the pipeline's ``configuration`` (``spark.conf``) as on Databricks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cdc_lakehouse.config import Onboarding, load_onboarding
+
+LANDING_PATH = "cdc_lakehouse.landing_path"
+ONBOARDING_FILE = "cdc_lakehouse.onboarding_file"
+ENV = "cdc_lakehouse.env"
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    landing_path: str
+    onboarding: Onboarding
+    bronze: str = "bronze"
+    silver: str = "silver"
+    gold: str = "gold"
+
+    @classmethod
+    def from_spark(cls, spark) -> "PipelineSettings":
+        def conf(key: str, default: str | None = None) -> str:
+            value = spark.conf.get(key, default)
+            if value is None:
+                raise ValueError(f"the pipeline configuration needs '{key}' (set it in resources/*.pipeline.yml)")
+            return value
+
+        return cls(
+            landing_path=conf(LANDING_PATH).rstrip("/"),
+            onboarding=load_onboarding(conf(ONBOARDING_FILE), env=conf(ENV, "dev")),
+            bronze=conf("cdc_lakehouse.bronze_schema", "bronze"),
+            silver=conf("cdc_lakehouse.silver_schema", "silver"),
+            gold=conf("cdc_lakehouse.gold_schema", "gold"),
+        )
+
+    def sources(self, capture: str) -> list[str]:
+        return sorted({f.source for f in self.onboarding.flows if f.capture == capture})

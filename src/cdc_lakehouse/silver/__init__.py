@@ -1,0 +1,1 @@
+"""Silver: committed transactions, net change per transaction and row, replicas."""
