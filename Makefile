@@ -1,0 +1,27 @@
+# The two commands a fresh machine needs:  make demo   and   make test
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+LAKE ?= .lake
+
+.PHONY: install demo test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: install
+	$(BIN)/cdc-lakehouse run --lake $(LAKE) --full-refresh
+	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(LAKE) .pytest_cache
