@@ -18,7 +18,8 @@ IS_DELETE = "__snapshot_delete"
 
 def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[str], version) -> DataFrame:
     """The corrective changes, with ``__snapshot_version`` and ``__snapshot_delete``."""
-    snap = snapshot.withColumn(VERSION, F.lit(version)).withColumn(IS_DELETE, F.lit(False))
+    version = _version_literal(version)
+    snap = snapshot.withColumn(VERSION, version).withColumn(IS_DELETE, F.lit(False))
     if current is None:
         return snap
     values = [c for c in snapshot.columns if c not in keys]
@@ -32,9 +33,15 @@ def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[
     changed = joined.filter(~in_target | ~in_snap | differs)
     return changed.select(
         *[F.when(in_snap, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in snapshot.columns],
-        F.lit(version).alias(VERSION),
+        version.alias(VERSION),
         (~in_snap).alias(IS_DELETE),
     )
+
+
+def _version_literal(version):
+    # Python ints would become INT columns; snapshot versions are BIGINT like Delta versions.
+    literal = F.lit(version)
+    return literal.cast("long") if isinstance(version, int) else literal
 
 
 def current_rows(store, target: str, scd_type: int) -> DataFrame | None:

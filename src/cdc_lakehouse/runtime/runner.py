@@ -177,13 +177,13 @@ def pipeline_configuration(spark: SparkSession, configuration: dict):
 
 
 def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
-                 configuration: dict | None = None, full_refresh: bool = False) -> RunResult:
+                 configuration: dict | None = None, full_refresh: bool = False, store=None) -> RunResult:
     """Load the pipeline files and run one update over everything new."""
     from cdc_lakehouse.runtime.loader import load_pipeline
     from cdc_lakehouse.storage import DeltaRsStore
 
     configuration = dict(configuration or {})
+    store = store or DeltaRsStore(spark, lake)
     with pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
-        store = DeltaRsStore(spark, lake)
         return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh).run()

@@ -28,9 +28,16 @@ class StreamingSourceChanged(RuntimeError):
 class DeltaRsStore:
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
 
-    def __init__(self, spark: SparkSession, lake: str | Path):
+    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None):
         self.spark = spark
         self.lake = Path(lake).resolve()
+        # Called as hook("before"|"after", table) around every data commit: the seam where
+        # reliability tests stop a run, as a crash would, at every commit point.
+        self.commit_hook = commit_hook
+
+    def _around_commit(self, stage: str, name: str) -> None:
+        if self.commit_hook is not None:
+            self.commit_hook(stage, name)
 
     # -- naming -----------------------------------------------------------------------------
     def path(self, name: str) -> Path:
@@ -115,10 +122,15 @@ class DeltaRsStore:
     def overwrite(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
         return self._write(name, df, "overwrite", commit, **table_opts)
 
-    def _write(self, name, df, mode, commit, partition_by=None, properties=None, comment=None) -> int:
+    def _write(self, name, df, mode, commit, **table_opts) -> int:
         data = _nullable(df.toArrow())
+        self._write_arrow(name, data, mode, commit, **table_opts)
+        return data.num_rows
+
+    def _write_arrow(self, name, data: pa.Table, mode, commit, partition_by=None, properties=None, comment=None):
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._around_commit("before", name)
         write_deltalake(
             str(path),
             data,
@@ -129,8 +141,8 @@ class DeltaRsStore:
             description=comment,
             commit_properties=_commit_properties(commit),
         )
+        self._around_commit("after", name)
         self._set_properties(name, properties)
-        return data.num_rows
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
@@ -138,7 +150,7 @@ class DeltaRsStore:
         flag = spec.delete_flag
         if not self.exists(name):
             kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
-            self._create(name, kept, commit, **table_opts)
+            self._write_arrow(name, kept, "append", commit, **table_opts)
             return data.num_rows
         target = self._table(name)
         columns = [c for c in data.column_names if c != flag]
@@ -151,20 +163,12 @@ class DeltaRsStore:
         )
         if flag is not None:
             merger = merger.when_matched_delete(predicate=f"s.`{flag}`")
+        self._around_commit("before", name)
         merger.when_matched_update(updates, predicate=keep).when_not_matched_insert(
             updates, predicate=keep
         ).execute()
+        self._around_commit("after", name)
         return data.num_rows
-
-    def _create(self, name, data: pa.Table, commit, partition_by=None, properties=None, comment=None):
-        path = self.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_deltalake(
-            str(path), data, mode="append", partition_by=partition_by or None,
-            configuration=_delta_configuration(properties), description=comment,
-            commit_properties=_commit_properties(commit),
-        )
-        self._set_properties(name, properties)
 
     def _set_properties(self, name: str, properties: dict | None) -> None:
         """Pipeline properties (``quality``, ``pipelines.*``) are not Delta settings, so delta-rs

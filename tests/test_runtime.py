@@ -1,0 +1,194 @@
+"""The local dlt runtime on real pipeline files, real Spark and real Delta tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.runtime.expectations import ExpectationViolation
+from cdc_lakehouse.runtime.graph import PipelineDefinitionError
+from cdc_lakehouse.runtime.runner import run_pipeline
+from cdc_lakehouse.storage import DeltaRsStore
+from conftest import REPO, write_jsonl
+
+BASIC = str(REPO / "tests/pipelines/basic/*.py")
+
+
+def _orders(rows):
+    return [dict(zip(["order_id", "customer", "amount", "region"], r)) for r in rows]
+
+
+def _run(spark, landing, lake, **kw):
+    return run_pipeline(spark, [BASIC], lake, {"test.landing": str(landing)}, **kw)
+
+
+@pytest.fixture
+def first_batch(landing):
+    write_jsonl(landing / "orders/1.jsonl", _orders([
+        (1, "ann", 10.0, "eu"), (2, "bob", -5.0, "eu"), (3, None, 7.5, "us"), (4, "cy", None, "us"),
+    ]))
+    write_jsonl(landing / "refunds/1.jsonl", [{"id": 900, "kind": "refund"}, {"id": None, "kind": "refund"}])
+    return landing
+
+
+def test_tables_views_expectations_and_append_flows(spark, first_batch, lake):
+    result = _run(spark, first_batch, lake)
+    store = DeltaRsStore(spark, lake)
+
+    assert store.read("bronze.orders_raw").count() == 4  # `expect` keeps failing rows
+    assertDataFrameEqual(
+        store.read("silver.orders"),
+        spark.createDataFrame(
+            [(1, "ann", 10.0, "eu"), (3, None, 7.5, "us")], "order_id long, customer string, amount double, region string"
+        ),
+    )
+    assertDataFrameEqual(
+        store.read("silver.all_events"),
+        spark.createDataFrame([(1, "order"), (3, "order"), (900, "refund")], "id long, kind string"),
+    )
+    assertDataFrameEqual(
+        store.read("gold.revenue_by_region"),
+        spark.createDataFrame([("eu", 10.0, 1), ("us", 7.5, 1)], "region string, revenue double, orders long"),
+    )
+    # Upstream before downstream.
+    assert result.order.index("bronze.orders_raw") < result.order.index("silver.orders") < result.order.index("gold.revenue_by_region")
+
+    counts = {(r.dataset, r.name): (r.passed, r.failed) for e in result.events for r in e.expectations}
+    assert counts[("bronze.orders_raw", "has_amount")] == (3, 1)
+    assert counts[("valid_orders", "positive_amount")] == (2, 2)  # NULL amount fails too
+    assert counts[("silver.orders", "known_customer")] == (1, 1)
+    assert counts[("silver.all_events", "has_id")] == (1, 1)
+
+
+def test_event_log_records_every_flow(spark, first_batch, lake):
+    _run(spark, first_batch, lake)
+    log = DeltaRsStore(spark, lake).read("pipeline.event_log")
+    rows = {r["flow"]: r for r in log.collect()}
+    assert set(rows) >= {"bronze.orders_raw", "silver.orders", "events_from_orders", "events_from_refunds", "gold.revenue_by_region"}
+    raw = rows["bronze.orders_raw"]
+    assert (raw["status"], raw["rows_read"], raw["rows_written"]) == ("COMPLETED", 4, 4)
+    assert json.loads(raw["expectations"])[0] == {
+        "dataset": "bronze.orders_raw", "name": "has_amount", "action": "warn", "passed": 3, "failed": 1
+    }
+
+
+def test_rerun_reads_only_new_input(spark, first_batch, lake):
+    _run(spark, first_batch, lake)
+    unchanged = _run(spark, first_batch, lake)
+    assert unchanged.event("bronze.orders_raw").status == "SKIPPED"
+    assert unchanged.event("silver.orders").rows_read == 0
+
+    write_jsonl(first_batch / "orders/2.jsonl", _orders([(5, "dee", 3.0, "eu")]))
+    later = _run(spark, first_batch, lake)
+    assert later.event("bronze.orders_raw").rows_read == 1
+    assert later.event("silver.orders").rows_read == 1
+    store = DeltaRsStore(spark, lake)
+    assert store.read("bronze.orders_raw").count() == 5
+    assert store.read("silver.orders").count() == 3
+    assertDataFrameEqual(
+        store.read("gold.revenue_by_region"),
+        spark.createDataFrame([("eu", 13.0, 2), ("us", 7.5, 1)], "region string, revenue double, orders long"),
+    )
+
+
+def test_full_refresh_recomputes_from_all_input(spark, first_batch, lake):
+    _run(spark, first_batch, lake)
+    again = _run(spark, first_batch, lake, full_refresh=True)
+    assert again.event("bronze.orders_raw").rows_read == 4
+    assert DeltaRsStore(spark, lake).read("bronze.orders_raw").count() == 4
+
+
+class Crash(Exception):
+    pass
+
+
+def _commit_points(spark, landing, lake) -> list[tuple[str, str]]:
+    seen = []
+    store = DeltaRsStore(spark, lake, commit_hook=lambda stage, table: seen.append((stage, table)))
+    _run(spark, landing, lake, store=store)
+    return seen
+
+
+def _crash_at(point: int):
+    calls = {"n": 0}
+
+    def hook(stage, table):
+        calls["n"] += 1
+        if calls["n"] == point:
+            raise Crash(f"simulated crash {stage} commit to {table}")
+
+    return hook
+
+
+def _snapshot(store: DeltaRsStore, tables: list[str]):
+    return {t: store.read(t) for t in tables}
+
+
+def test_crash_at_every_commit_point_then_rerun_gives_identical_tables(spark, first_batch, tmp_path):
+    """Kill the update before and after every Delta commit; the re-run must neither lose nor
+    duplicate a batch."""
+    reference_lake = tmp_path / "reference"
+    points = _commit_points(spark, first_batch, reference_lake)
+    tables = ["bronze.orders_raw", "silver.orders", "silver.all_events", "gold.revenue_by_region"]
+    reference = _snapshot(DeltaRsStore(spark, reference_lake), tables)
+    assert len(points) >= 8
+    for point in range(1, len(points) + 1):
+        lake = tmp_path / f"crash-{point}"
+        with pytest.raises(Crash):
+            _run(spark, first_batch, lake, store=DeltaRsStore(spark, lake, commit_hook=_crash_at(point)))
+        _run(spark, first_batch, lake)
+        recovered = DeltaRsStore(spark, lake)
+        for table in tables:
+            assertDataFrameEqual(recovered.read(table), reference[table])
+
+
+def test_expect_or_fail_stops_the_update(spark, tmp_path, landing):
+    pipeline = tmp_path / "p.py"
+    pipeline.write_text(
+        "import dlt\n"
+        "@dlt.table(name='bronze.t')\n"
+        "@dlt.expect_or_fail('positive', 'x > 0')\n"
+        "def t():\n"
+        "    return spark.readStream.format('cloudFiles').option('cloudFiles.format','json')"
+        ".schema('x int').load(spark.conf.get('test.landing'))\n"
+    )
+    write_jsonl(landing / "1.jsonl", [{"x": 1}, {"x": -1}])
+    with pytest.raises(ExpectationViolation, match="'positive' failed on 1 row"):
+        run_pipeline(spark, [str(pipeline)], tmp_path / "lake", {"test.landing": str(landing)})
+
+
+def test_cycle_is_a_clear_error(spark, lake):
+    with pytest.raises(PipelineDefinitionError, match="cycle: gold.a -> gold.b -> gold.a"):
+        run_pipeline(spark, [str(REPO / "tests/pipelines/cycle/*.py")], lake)
+
+
+def test_unknown_dataset_is_a_clear_error(spark, lake):
+    with pytest.raises(PipelineDefinitionError, match="reads unknown dataset 'silver.does_not_exist'"):
+        run_pipeline(spark, [str(REPO / "tests/pipelines/unknown/*.py")], lake)
+
+
+def test_missing_source_files_are_a_clear_error(spark, lake):
+    with pytest.raises(PipelineDefinitionError, match="no pipeline source file matches"):
+        run_pipeline(spark, [str(REPO / "tests/pipelines/nothing-here/*.py")], lake)
+
+
+def test_dataset_defined_twice_is_a_clear_error(spark, tmp_path):
+    pipeline = tmp_path / "twice.py"
+    pipeline.write_text(
+        "import dlt\n"
+        "@dlt.materialized_view(name='gold.x')\n"
+        "def x():\n    return spark.range(1)\n"
+        "@dlt.materialized_view(name='gold.x')\n"
+        "def y():\n    return spark.range(2)\n"
+    )
+    with pytest.raises(PipelineDefinitionError, match="'gold.x' is defined twice"):
+        run_pipeline(spark, [str(pipeline)], tmp_path / "lake")
+
+
+def test_dlt_module_is_only_injected_while_loading(spark, first_batch, lake):
+    import sys
+
+    _run(spark, first_batch, lake)
+    assert "dlt" not in sys.modules
