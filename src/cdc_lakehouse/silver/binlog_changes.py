@@ -1,0 +1,36 @@
+"""Binlog row events of committed transactions -> net changes per transaction and row."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver import keys, net_change
+
+TXN_COLUMNS = ["_source", "server_id", "txn_id", "commit_ts", "end_lsn", "user", "role"]
+
+
+def operations(row_events: DataFrame) -> DataFrame:
+    """One operation per row image of each row event (a row event may carry several rows)."""
+    exploded = row_events.select(
+        *TXN_COLUMNS, "schema", "table", "primary_key", "type", "lsn",
+        F.posexplode(F.from_json("rows", "array<string>")).alias("row_index", "image"),
+    )
+    before = F.get_json_object("image", "$.before")
+    after = F.get_json_object("image", "$.after")
+    op = F.upper(F.substring("type", 1, 1))
+    key_image = F.when(op == "D", before).otherwise(after)
+    return exploded.select(
+        *TXN_COLUMNS, "schema", "table",
+        F.struct("lsn", "row_index").alias("ord"),
+        op.alias("op"),
+        keys.from_image(key_image, F.col("primary_key")).alias("key"),
+        F.when(op == "U", keys.from_image(before, F.col("primary_key"))).alias("old_key"),
+        F.when(op != "D", after).alias("row"),
+        F.when(op != "I", before).alias("before"),
+    )
+
+
+def net_changes(row_events: DataFrame) -> DataFrame:
+    combined = net_change.combine(operations(row_events), [*TXN_COLUMNS, "schema", "table"])
+    return combined.withColumn("sequence", F.col("end_lsn"))

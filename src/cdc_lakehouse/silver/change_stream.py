@@ -1,0 +1,70 @@
+"""The silver change stream: one row per net change of one row in one committed transaction.
+
+Both capture kinds produce this shape; replicas, audit and health read only it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver import binlog_transactions as bt
+from cdc_lakehouse.silver.binlog_changes import net_changes
+from cdc_lakehouse.silver.net_change import changed_columns
+
+
+def to_change_stream(net: DataFrame, origin: str, sequence) -> DataFrame:
+    return net.select(
+        F.col("_source").alias("source"),
+        F.col("schema"),
+        F.col("table"),
+        F.col("key"),
+        F.col("op"),
+        F.col("row"),
+        F.col("before"),
+        F.when(F.col("op") == "UPDATE", changed_columns(F.col("before"), F.col("row")))
+        .when(F.col("op") == "INSERT", changed_columns(F.lit(None).cast("string"), F.col("row")))
+        .when(F.col("op") == "DELETE", changed_columns(F.col("row"), F.lit(None).cast("string")))
+        .alias("changed_columns"),
+        F.col("anomalies"),
+        F.col("op_count"),
+        F.col("txn_id"),
+        F.col("commit_ts"),
+        sequence.alias("sequence"),
+        F.col("user"),
+        F.col("role"),
+        F.lit(origin).alias("origin"),
+    )
+
+
+def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> DataFrame:
+    """Net changes of every committed transaction that any new event belongs to.
+
+    A transaction is emitted once all of it is there (begin .. commit), in whichever run that
+    happens; an open one is held. Re-emitting an already applied transaction is harmless: its
+    changes carry the same sequence, which AUTO CDC does not apply twice.
+    """
+    events = bt.distinct_events(all_events)
+    txns = bt.transactions(events, sessions)
+    committed = txns.filter(F.col("status") == "committed")
+    touched = _touched_transactions(new_events, events)
+    emitted = committed.join(touched, ["server_id", "begin_lsn"], "left_semi")
+    row_events = bt.row_events_in(events, emitted)
+    net = net_changes(row_events)
+    sequence = F.struct(F.col("end_lsn").alias("position"), F.col("txn_id").alias("txn"))
+    return to_change_stream(net, "binlog", sequence)
+
+
+def _touched_transactions(new_events: DataFrame, events: DataFrame) -> DataFrame:
+    starts = F.when(F.col("type").isin("begin", "ddl"), F.col("lsn"))
+    tagged = events.withColumn(
+        "begin_lsn",
+        F.max(starts).over(
+            bt.Window.partitionBy("server_id").orderBy("lsn").rowsBetween(bt.Window.unboundedPreceding, 0)
+        ),
+    ).select("server_id", "file", "pos", "begin_lsn")
+    return (
+        new_events.select("server_id", "file", "pos").distinct()
+        .join(tagged, ["server_id", "file", "pos"])
+        .select("server_id", "begin_lsn").distinct()
+    )

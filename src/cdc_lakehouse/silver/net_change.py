@@ -1,0 +1,107 @@
+"""Operations on one row inside one transaction -> one net change (CONTRACT §3).
+
+Input: one row per operation with ``op`` (I/U/D), ``key`` (canonical key JSON, see keys.py),
+``ord`` (the operation's order in its transaction), ``row`` (full image after the operation,
+JSON) and ``before`` (full image before it, JSON). Key-changing updates are split into a delete
+of the old key and an insert of the new one first. Impossible pairs are kept as anomalies on the
+result row, never dropped.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
+
+# (state, next op) -> (new state, which image is the row, anomaly). The row of a D is the
+# deleted image; "keep" leaves the state's row as it is.
+_TRANSITIONS = [
+    ("START", "I", "I", "row", None),
+    ("START", "U", "U", "row", None),
+    ("START", "D", "D", "before", None),
+    ("I", "I", "I", "row", "INSERT after INSERT"),
+    ("I", "U", "I", "row", None),
+    ("I", "D", "NONE", "none", None),
+    ("U", "I", "U", "row", "INSERT after UPDATE"),
+    ("U", "U", "U", "row", None),
+    ("U", "D", "D", "before", None),
+    ("D", "I", "U", "row", None),
+    ("D", "U", "D", "keep", "UPDATE after DELETE"),
+    ("D", "D", "D", "keep", "DELETE after DELETE"),
+    ("NONE", "I", "I", "row", None),
+    ("NONE", "U", "NONE", "keep", "UPDATE after INSERT and DELETE"),
+    ("NONE", "D", "NONE", "keep", "DELETE after INSERT and DELETE"),
+]
+
+
+def _case(field: str) -> str:
+    """The SQL CASE giving one field of the next fold state."""
+    branches = []
+    for state, op, new_state, image, anomaly in _TRANSITIONS:
+        when = f"WHEN s.op = '{state}' AND x.op = '{op}' THEN "
+        if field == "op":
+            branches.append(when + f"'{new_state}'")
+        elif field == "row":
+            value = {"row": "x.row", "before": "x.before", "none": "CAST(NULL AS STRING)", "keep": "s.row"}[image]
+            branches.append(when + value)
+        elif field == "anomalies":
+            value = f"concat(s.anomalies, array('{anomaly}'))" if anomaly else "s.anomalies"
+            branches.append(when + value)
+    return "CASE " + " ".join(branches) + f" ELSE s.{field} END"
+
+
+_FOLD = f"""
+aggregate(
+  array_sort(ops),
+  named_struct('op', 'START', 'row', CAST(NULL AS STRING),
+               'before', CAST(NULL AS STRING), 'anomalies', CAST(array() AS array<string>)),
+  (s, x) -> named_struct(
+    'op', {_case('op')},
+    'row', {_case('row')},
+    'before', CASE WHEN s.op = 'START' THEN x.before ELSE s.before END,
+    'anomalies', {_case('anomalies')}
+  )
+)
+"""
+
+
+def split_key_changes(ops: DataFrame) -> DataFrame:
+    """An update whose key changes is a delete of the old key then an insert of the new key.
+    ``old_key`` holds the key before the update (null when unchanged)."""
+    changes_key = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
+    plain = ops.filter(~changes_key | changes_key.isNull()).withColumn("sub", F.lit(0))
+    moved = ops.filter(changes_key)
+    delete_old = moved.withColumn("op", F.lit("D")).withColumn("key", F.col("old_key")).withColumn("row", F.col("before")).withColumn("sub", F.lit(0))
+    insert_new = moved.withColumn("op", F.lit("I")).withColumn("before", F.lit(None).cast("string")).withColumn("sub", F.lit(1))
+    return plain.unionByName(delete_old).unionByName(insert_new).drop("old_key")
+
+
+def combine(ops: DataFrame, group_cols: list[str]) -> DataFrame:
+    """One row per (group_cols, key): ``op`` INSERT/UPDATE/DELETE or NONE (nothing happened,
+    kept only to carry anomalies), ``row``, ``before`` (the image before the transaction),
+    ``anomalies`` and the count of operations combined."""
+    split = split_key_changes(ops)
+    entry = F.struct(F.col("ord"), F.col("sub"), F.col("op"), F.col("row"), F.col("before"))
+    grouped = split.groupBy(*group_cols, "key").agg(
+        F.collect_list(entry).alias("ops"), F.count(F.lit(1)).alias("op_count")
+    )
+    folded = grouped.select(*group_cols, "key", "op_count", F.expr(_FOLD).alias("net"))
+    op_name = F.coalesce(*[F.when(F.col("net.op") == k, F.lit(v)) for k, v in OP_NAMES.items()], F.lit("NONE"))
+    return folded.select(
+        *group_cols, "key", "op_count",
+        op_name.alias("op"),
+        F.col("net.row").alias("row"),
+        F.when(F.col("net.op").isin("U", "D"), F.col("net.before")).alias("before"),
+        F.col("net.anomalies").alias("anomalies"),
+    )
+
+
+def changed_columns(before_json, after_json):
+    """Names of the columns whose value differs between two JSON images (all of a side's
+    columns when the other side is missing)."""
+    before = F.from_json(before_json, "map<string,string>")
+    after = F.from_json(after_json, "map<string,string>")
+    both = F.array_distinct(F.concat(F.coalesce(F.map_keys(before), F.array()), F.coalesce(F.map_keys(after), F.array())))
+    differs = F.filter(both, lambda k: ~F.coalesce(before[k], F.lit("\u0000")).eqNullSafe(F.coalesce(after[k], F.lit("\u0000"))))
+    return F.array_sort(differs)
