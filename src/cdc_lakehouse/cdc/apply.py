@@ -107,6 +107,8 @@ def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[
     )
     if spec.apply_as_truncates is not None and spec.scd_type == 2:
         raise CdcInputError("apply_as_truncates is only supported for SCD type 1")
+    # The batch is read by several steps (checks, history, state); compute it once.
+    prepared = prepared.persist()
     _check_not_null(prepared, spec.keys)
     return prepared, data
 
@@ -159,9 +161,10 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
                 target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
                 batch.commit(), **table_opts,
             )
+    written = 0
     if not batch.already_committed(state_name):
-        store.upsert(state_name, _state_rows(effective, spec.keys), UpsertSpec(tuple(spec.keys)), batch.commit())
-    return effective.count()
+        written = store.upsert(state_name, _state_rows(effective, spec.keys), UpsertSpec(tuple(spec.keys)), batch.commit())
+    return written
 
 
 def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str]) -> DataFrame:

@@ -44,7 +44,8 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     happens; an open one is held. Re-emitting an already applied transaction is harmless: its
     changes carry the same sequence, which AUTO CDC does not apply twice.
     """
-    events = bt.distinct_events(all_events)
+    # Read by three steps (transactions, touched, row events): compute once.
+    events = bt.distinct_events(all_events).persist()
     txns = bt.transactions(events, sessions)
     committed = txns.filter(F.col("status") == "committed")
     touched = _touched_transactions(new_events, events)
