@@ -7,7 +7,7 @@ from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.silver.replica_input import replica_changes
 
 settings = PipelineSettings.from_spark(spark)
-CHANGE_STREAMS = ("binlog",)  # capture kinds whose change stream silver/changes.py builds
+CHANGE_STREAMS = ("binlog", "shadow")  # capture kinds whose change stream silver/changes.py builds
 
 
 def define_replica(flow) -> None:

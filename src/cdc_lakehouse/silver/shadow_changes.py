@@ -1,0 +1,162 @@
+"""Shadow change rows of committed transactions -> net changes per transaction and row.
+
+A change row is committed once its transaction row is there (CONTRACT §2.3-§2.4); the latest
+recording of a transaction wins. Shadow updates carry only the changed columns, so each
+operation's full row is rebuilt by folding the row's history in commit order: an insert sets
+all columns, an update overwrites the columns it names (an explicit null sets NULL), a delete
+ends the row. A key-changing update continues the row of its old key, so rows are rebuilt in
+rounds until every chain of key changes is resolved.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver import keys, net_change
+
+KEY_CHANGE_ROUNDS = 4  # longest chain of key changes on one row that is rebuilt exactly
+ROW_MAP = "map<string,string>"
+TXN_COLUMNS = ["_source", "txn_id", "commit_ts", "user", "role"]
+
+_MERGE = (
+    "map_concat(transform_values(coalesce({a}, cast(map() as {t})), (k, v) -> IF(map_contains_key({b}, k), {b}[k], v)),"
+    " map_filter({b}, (k, v) -> NOT map_contains_key(coalesce({a}, cast(map() as {t})), k)))"
+)
+_STEP = (
+    "CASE WHEN x.op = 'I' THEN x.vals WHEN x.op = 'D' THEN CAST(NULL AS {t}) "
+    "WHEN x.rename_in THEN {merge_base} ELSE {merge_state} END"
+).format(
+    t=ROW_MAP,
+    merge_base=_MERGE.format(a="x.base", b="x.vals", t=ROW_MAP),
+    merge_state=_MERGE.format(a="s", b="x.vals", t=ROW_MAP),
+)
+_STATE_AFTER = "aggregate(slice(ops, 1, i + 1), CAST(NULL AS {t}), (s, x) -> {step})".format(t=ROW_MAP, step=_STEP)
+_STATE_BEFORE = "IF(i = 0, CAST(NULL AS {t}), aggregate(slice(ops, 1, i), CAST(NULL AS {t}), (s, x) -> {step}))".format(
+    t=ROW_MAP, step=_STEP
+)
+
+
+def latest_transactions(txns: DataFrame) -> DataFrame:
+    """One row per transaction: its latest recording (the commit time, when it was recorded
+    first with the time of its last operation)."""
+    latest = Window.partitionBy("txn_id").orderBy(F.col("end_ts").desc())
+    return (
+        txns.withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
+        .select("txn_id", F.col("end_ts").alias("commit_ts"), F.col("db_user").alias("user"),
+                F.coalesce("db_role", F.lit("unknown")).alias("role"))
+    )
+
+
+def distinct_changes(changes: DataFrame) -> DataFrame:
+    """A re-delivered file repeats change rows; one per (txn, table, op_seq/op_ts, key) is kept."""
+    return changes.dropDuplicates(["txn_id", "schema", "table", "op_seq", "op_ts", "key", "op"])
+
+
+def _values_map(values_json):
+    """Column -> value as JSON text (so 1 and "1" stay apart), in the order the source wrote them."""
+    as_json = f"transform_values(cast(parse_json({values_json}) as map<string,variant>), (k, v) -> to_json(v))"
+    return F.expr(
+        f"map_from_arrays(json_object_keys({values_json}), transform(json_object_keys({values_json}), k -> ({as_json})[k]))"
+    )
+
+
+def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
+    """Committed change rows with canonical keys, order and values, plus, for each key change,
+    a delete at the old key so the old key's history ends there."""
+    ops = changes.join(txns, "txn_id").select(
+        "_source", *TXN_COLUMNS[1:], "schema", "table", "op",
+        keys.from_json_object(F.col("key")).alias("key"),
+        F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key"))).alias("old_key"),
+        F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"),
+                 F.col("op_seq"), F.col("op_ts")).alias("ord"),
+        _values_map("values").alias("vals"),
+    )
+    rename_in = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
+    ops = ops.withColumn("rename_in", F.coalesce(rename_in, F.lit(False))).withColumn("emit", F.lit(True))
+    rename_out = ops.filter("rename_in").select(
+        *[c for c in ops.columns if c not in ("key", "op", "old_key", "vals", "rename_in", "emit")],
+        F.col("old_key").alias("key"), F.lit("D").alias("op"), F.lit(None).cast("string").alias("old_key"),
+        F.lit(None).cast(ROW_MAP).alias("vals"), F.lit(False).alias("rename_in"), F.lit(False).alias("emit"),
+    )
+    return ops.unionByName(rename_out)
+
+
+def _fold(ops: DataFrame, bases: DataFrame | None) -> DataFrame:
+    """Each operation with the full row before and after it, per key in commit order."""
+    if bases is None:
+        with_base = ops.withColumn("base", F.lit(None).cast(ROW_MAP))
+    else:
+        with_base = ops.join(bases, ["schema", "table", "key", "ord"], "left")
+    entry = F.struct(*[F.col(c) for c in ["ord", *[c for c in with_base.columns if c not in ("ord", "schema", "table", "key")]]])
+    # Maps cannot be compared, so the operations are sorted by their order field alone.
+    by_ord = "(l, r) -> CASE WHEN l.ord < r.ord THEN -1 WHEN l.ord > r.ord THEN 1 ELSE 0 END"
+    grouped = with_base.groupBy("schema", "table", "key").agg(F.collect_list(entry).alias("ops")).select(
+        "schema", "table", "key", F.expr(f"array_sort(ops, {by_ord})").alias("ops")
+    )
+    folded = grouped.select(
+        "schema", "table", "key",
+        F.expr(f"transform(ops, (x, i) -> named_struct('op', x, 'before', {_STATE_BEFORE}, 'after', {_STATE_AFTER}))").alias("steps"),
+    )
+    return folded.select("schema", "table", "key", F.explode("steps").alias("s")).select(
+        "schema", "table", "key", "s.op.*",
+        F.when(F.col("s.op.rename_in"), F.col("s.op.base")).otherwise(F.col("s.before")).alias("before_map"),
+        F.col("s.after").alias("after_map"),
+    )
+
+
+def _bases(folded: DataFrame, ops: DataFrame) -> DataFrame:
+    """For each key change: the old key's row just before it."""
+    renames = ops.filter("rename_in").select("schema", "table", "key", "ord", F.col("old_key"))
+    old_rows = folded.select("schema", "table", F.col("key").alias("old_key"), F.col("ord").alias("old_ord"), "after_map")
+    candidates = renames.join(old_rows, ["schema", "table", "old_key"]).filter(F.col("old_ord") < F.col("ord"))
+    latest = Window.partitionBy("schema", "table", "key", "ord").orderBy(F.col("old_ord").desc())
+    return (
+        candidates.withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
+        .select("schema", "table", "key", "ord", F.col("after_map").alias("base"))
+    )
+
+
+def full_rows(ops: DataFrame) -> DataFrame:
+    ops = ops.persist()
+    bases = None
+    for _ in range(KEY_CHANGE_ROUNDS):
+        folded = _fold(ops, bases).persist()
+        bases = _bases(folded, ops).persist()
+    return folded
+
+
+def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+    """Net changes of every committed transaction that a new change row or a new transaction
+    row belongs to. Only the history of the rows those transactions touch is rebuilt."""
+    txns = latest_transactions(all_txns)
+    touched = new_changes.select("txn_id").unionByName(new_txns.select("txn_id")).distinct().join(txns, "txn_id")
+    changes = distinct_changes(all_changes)
+    touched_rows = changes.join(touched.select("txn_id"), "txn_id").select(
+        F.col("schema").alias("t_schema"), F.col("table").alias("t_table"), F.explode(F.array_compact(F.array(
+            keys.from_json_object(F.col("key")), F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key")))
+        ))).alias("row_key"),
+    ).distinct()
+    ops = operations(changes, txns)
+    # A key change pulls in the old key's history too (one level per round of full_rows).
+    relevant = ops.join(touched_rows, (F.col("schema") == F.col("t_schema")) & (F.col("table") == F.col("t_table"))
+                        & ((F.col("key") == F.col("row_key")) | (F.col("old_key") == F.col("row_key"))), "left_semi")
+    relevant_keys = relevant.select("schema", "table", "key").unionByName(
+        relevant.filter("rename_in").select("schema", "table", F.col("old_key").alias("key"))
+    ).distinct()
+    history = ops.join(relevant_keys, ["schema", "table", "key"], "left_semi")
+    rows = full_rows(history).filter("emit").join(touched.select("txn_id"), "txn_id", "left_semi")
+    shaped = rows.select(
+        "_source", *TXN_COLUMNS[1:], "schema", "table", "ord", "op", "key", "old_key",
+        F.expr(_json_expr("after_map")).alias("row"),
+        F.expr(_json_expr("before_map")).alias("before"),
+    )
+    return net_change.combine(shaped, [*TXN_COLUMNS, "schema", "table"])
+
+
+def _json_expr(column: str) -> str:
+    entry = "concat('\"', replace(e.key, '\"', '\\\\\"'), '\":', e.value)"
+    return (
+        f"CASE WHEN {column} IS NULL THEN NULL "
+        f"ELSE concat('{{', array_join(transform(map_entries({column}), e -> {entry}), ','), '}}') END"
+    )
