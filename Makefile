@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LAKE ?= .lake
 
-.PHONY: install demo test clean
+.PHONY: install services demo test clean
 
 install: $(VENV)/.installed
 
@@ -13,14 +13,18 @@ $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[local,dev]'
 	touch $@
 
 demo: install
 	$(BIN)/cdc-lakehouse run --lake $(LAKE) --full-refresh
 	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
 
-test: install
+# PostgreSQL and MariaDB binaries for the live capture tests (installed, never started here).
+services:
+	bash .ci/services
+
+test: install services
 	$(BIN)/python -m pytest -q
 
 clean:

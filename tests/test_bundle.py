@@ -19,6 +19,13 @@ No Spark, no network, no Databricks CLI:
   and wrong types.
 * Project-specific assertions: targets, pipeline globs, configuration keys,
   declared variables.
+* Every target merged as ``databricks bundle validate -t <target>`` would see it (includes and
+  target overrides merged, variables substituted with the target's values) passes the schema and
+  the models again; ``${resources.*}`` references resolve; resource keys are unique across kinds.
+* The scheduled job (resources/cdc_lakehouse.job.yml): its task DAG, the pipeline task on the
+  bundle's pipeline, wheel tasks that match pyproject.toml (package, console script, Python of
+  the serverless environment) and parse with the CLI once the commands exist, the schedule
+  (paused in dev), the dashboard task on the bundle's dashboard, and a valid Lakeview file.
 """
 
 from __future__ import annotations
@@ -419,3 +426,324 @@ def test_interpolation_patterns_compile(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert schema_errors(bad)
+
+
+# ============================================================== targets, job, dashboard
+#
+# `databricks bundle validate -t <target>` merges the target's overrides into the root config
+# and resolves variables. The same is done here, offline, for every target: the merged config
+# (variables substituted with each target's values) must pass the schema and the models too.
+
+JOB_KEY = "cdc_lakehouse_job"
+DASHBOARD_KEY = "cdc_lakehouse_dashboard"
+PYPROJECT = REPO / "pyproject.toml"
+JOB_TASKS = {"snapshot_reconcile", "pipeline_update", "housekeeping", "dashboard_refresh"}
+# Serverless environment version -> its Python (release notes: serverless environment versions).
+SERVERLESS_PYTHON = {"1": "3.10", "2": "3.11", "3": "3.12", "4": "3.12"}
+RESOURCE_REF = re.compile(r"\$\{resources\.([a-z_]+)\.([A-Za-z0-9_-]+)\.([a-z_]+)\}")
+VAR_FULL = re.compile(r"\$\{var\.([A-Za-z_][A-Za-z0-9_-]*)\}")
+TARGET_NAMES = sorted((_load(BUNDLE_FILE).get("targets") or {}))
+
+
+def _deep_merge(base: Any, override: Any) -> Any:
+    """Target overrides as the CLI applies them: maps merge key by key, job tasks merge by
+    task_key, any other value (and list) replaces."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = _deep_merge(base[key], value) if key in base else value
+        return merged
+    if (isinstance(base, list) and isinstance(override, list)
+            and all(isinstance(t, dict) and "task_key" in t for t in base + override)):
+        by_key = {t["task_key"]: t for t in base}
+        for task in override:
+            by_key[task["task_key"]] = _deep_merge(by_key.get(task["task_key"], {}), task)
+        return list(by_key.values())
+    return override
+
+
+def _substitute(value: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, variables) for v in value]
+    if isinstance(value, str):
+        whole = VAR_FULL.fullmatch(value)
+        if whole:  # a whole-value reference keeps the variable's type
+            return variables[whole.group(1)]
+        return VAR_FULL.sub(lambda m: str(variables[m.group(1)]), value)
+    return value
+
+
+def target_variables(target: str) -> dict[str, Any]:
+    root = _load(BUNDLE_FILE)
+    values: dict[str, Any] = {}
+    for name, spec in (root.get("variables") or {}).items():
+        # A lookup resolves to an id at deploy time; any id-like string stands in for it here.
+        values[name] = spec["default"] if "default" in spec else f"lookup-{name}-0123456789"
+    for name, value in ((root.get("targets") or {}).get(target) or {}).get("variables", {}).items():
+        values[name] = value["default"] if isinstance(value, dict) and "default" in value else value
+    for _ in range(5):  # defaults may refer to other variables
+        values = {k: _substitute(v, values) for k, v in values.items()}
+    return values
+
+
+def bundle_for_target(target: str) -> dict[str, Any]:
+    """The root config as `bundle validate -t target` sees it: includes and overrides merged,
+    variables substituted."""
+    root = _load(BUNDLE_FILE)
+    merged = {k: v for k, v in root.items() if k not in {"include", "targets"}}
+    for path in _resource_files():
+        data = _load(path)
+        merged["resources"] = _deep_merge(merged.get("resources") or {}, data.get("resources") or {})
+        for name, spec in (data.get("targets") or {}).items():
+            root.setdefault("targets", {}).setdefault(name, {})
+            root["targets"][name] = _deep_merge(root["targets"][name] or {}, spec or {})
+    target_spec = (root.get("targets") or {}).get(target) or {}
+    for key in ("resources", "artifacts", "workspace", "presets", "permissions", "run_as", "sync"):
+        if key in target_spec:
+            merged[key] = _deep_merge(merged.get(key), target_spec[key]) if key in merged else target_spec[key]
+    variables = target_variables(target)
+    merged = _substitute(merged, variables)
+    merged["variables"] = {name: {"default": value} for name, value in variables.items()}
+    return merged
+
+
+def resource_refs(data: Any) -> set[tuple[str, str, str]]:
+    return set(RESOURCE_REF.findall(json.dumps(data)))
+
+
+@pytest.fixture(scope="module")
+def resources_all() -> dict[str, dict[str, Any]]:
+    return bundle_for_target(TARGET_NAMES[0])["resources"]
+
+
+@pytest.fixture(scope="module")
+def job_file() -> Path:
+    for path in _resource_files():
+        if JOB_KEY in ((_load(path).get("resources") or {}).get("jobs") or {}):
+            return path
+    pytest.fail(f"no resources/*.yml defines resources.jobs.{JOB_KEY}")
+
+
+@pytest.fixture(scope="module")
+def job(job_file: Path) -> dict[str, Any]:
+    return _load(job_file)["resources"]["jobs"][JOB_KEY]
+
+
+@pytest.fixture(scope="module")
+def tasks(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["task_key"]: t for t in job["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------ every target
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+def test_target_validates_offline(target: str, tmp_path: Path) -> None:
+    merged = tmp_path / f"bundle.{target}.yml"
+    merged.write_text(yaml.safe_dump(bundle_for_target(target), sort_keys=False), encoding="utf-8")
+    errors = schema_errors(merged) + top_level_key_errors(merged) + model_errors(merged)
+    assert not errors, f"target {target}:\n" + "\n".join(errors)
+    assert not VAR_FULL.search(merged.read_text(encoding="utf-8")), "unresolved ${var.*}"
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+def test_every_resource_reference_resolves(target: str) -> None:
+    merged = bundle_for_target(target)
+    resources = merged["resources"]
+    dangling = sorted(f"${{resources.{kind}.{key}.{field}}}" for kind, key, field in resource_refs(merged)
+                      if key not in (resources.get(kind) or {}))
+    assert not dangling, f"target {target}: references to undefined resources: {dangling}"
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+def test_resource_keys_are_unique_across_kinds(target: str) -> None:
+    """`bundle validate` rejects one key under two kinds (`bundle run <key>` would be ambiguous)."""
+    owners: dict[str, list[str]] = {}
+    for kind, entries in bundle_for_target(target)["resources"].items():
+        for key in entries or {}:
+            owners.setdefault(key, []).append(kind)
+    shared = {key: kinds for key, kinds in owners.items() if len(kinds) > 1}
+    assert not shared, f"target {target}: keys used by several resource kinds: {shared}"
+
+
+def test_target_variable_overrides_are_declared(bundle: dict[str, Any]) -> None:
+    declared = set(bundle["variables"])
+    for name, target in bundle["targets"].items():
+        unknown = set((target or {}).get("variables") or {}) - declared
+        assert not unknown, f"targets.{name}.variables: undeclared {sorted(unknown)}"
+
+
+def test_artifact_builds_the_project_wheel(bundle: dict[str, Any]) -> None:
+    (artifact,) = bundle["artifacts"].values()
+    assert artifact["type"] == "whl"
+    assert (REPO / artifact["path"]).resolve() == REPO
+    assert "wheel" in artifact["build"] and "dist" in artifact["build"]
+    assert [f["source"] for f in artifact["files"]] == ["dist/cdc_lakehouse-*.whl"]
+
+
+# -------------------------------------------------------------------------------- job
+
+
+def test_job_tasks_form_the_expected_dag(tasks: dict[str, dict[str, Any]]) -> None:
+    assert set(tasks) == JOB_TASKS
+    deps = {key: {d["task_key"] for d in task.get("depends_on") or []} for key, task in tasks.items()}
+    assert all(d <= set(tasks) for d in deps.values()), deps
+    assert deps == {
+        "snapshot_reconcile": set(),
+        "pipeline_update": {"snapshot_reconcile"},
+        "housekeeping": {"pipeline_update"},
+        "dashboard_refresh": {"pipeline_update"},
+    }
+
+
+def test_job_pipeline_task_runs_the_bundle_pipeline(tasks: dict[str, dict[str, Any]],
+                                                     resources_all: dict[str, Any]) -> None:
+    task = tasks["pipeline_update"]["pipeline_task"]
+    assert task["pipeline_id"] == f"${{resources.pipelines.{PIPELINE_KEY}.id}}"
+    assert PIPELINE_KEY in resources_all["pipelines"]
+    assert task.get("full_refresh") is False  # a scheduled run never resets tables
+
+
+def test_job_wheel_tasks_match_the_package(tasks: dict[str, dict[str, Any]], job: dict[str, Any],
+                                           pyproject: dict[str, Any]) -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import canonicalize_name
+
+    project = pyproject["project"]
+    environments = {e["environment_key"]: e["spec"] for e in job["environments"]}
+    commands = {}
+    for key, task in tasks.items():
+        wheel = task.get("python_wheel_task")
+        if wheel is None:
+            continue
+        assert canonicalize_name(wheel["package_name"]) == canonicalize_name(project["name"])
+        assert wheel["entry_point"] in project["scripts"], "entry_point must be a console script"
+        spec = environments[task["environment_key"]]
+        assert "../dist/*.whl" in spec["dependencies"]
+        python = SERVERLESS_PYTHON[str(spec["environment_version"])]
+        assert f"{python}.0" in SpecifierSet(project["requires-python"]), (
+            f"serverless environment {spec['environment_version']} runs Python {python}, "
+            f"outside requires-python {project['requires-python']}")
+        params = wheel["parameters"]
+        words = [p for p in params if not p.startswith("--")]
+        flags = [p for p in params if p.startswith("--")]
+        assert all(params[params.index(f) + 1:params.index(f) + 2] for f in flags), f"{key}: flag without value"
+        commands[key] = words[: len(words) - len(flags)]
+        assert "${var.catalog}" in params
+    assert commands == {"snapshot_reconcile": ["snapshot", "reconcile"], "housekeeping": ["housekeeping"]}
+
+
+def test_job_wheel_parameters_parse_with_the_cli(tasks: dict[str, dict[str, Any]]) -> None:
+    """Once `snapshot reconcile` and `housekeeping` exist in cdc_lakehouse.cli, the job's
+    parameters must parse with them (skipped until the snapshot/housekeeping issue lands)."""
+    from cdc_lakehouse.cli import build_parser
+
+    parser = build_parser()
+    choices = next(a.choices for a in parser._subparsers._group_actions)  # noqa: SLF001
+    if not {"snapshot", "housekeeping"} <= set(choices):
+        pytest.skip("`cdc-lakehouse snapshot reconcile` / `housekeeping` are not in the CLI yet")
+    values = target_variables(TARGET_NAMES[0])
+    for key, task in tasks.items():
+        if "python_wheel_task" in task:
+            argv = _substitute(task["python_wheel_task"]["parameters"], values)
+            try:
+                parser.parse_args([str(a) for a in argv])
+            except SystemExit as exc:
+                pytest.fail(f"{key}: `cdc-lakehouse {' '.join(map(str, argv))}` does not parse ({exc})")
+
+
+def test_job_schedule(job: dict[str, Any], bundle: dict[str, Any]) -> None:
+    schedule = job["schedule"]
+    cron = target_variables(TARGET_NAMES[0])["job_schedule"]
+    assert schedule["quartz_cron_expression"] == "${var.job_schedule}"
+    assert len(str(cron).split()) in (6, 7), f"not a quartz expression: {cron!r}"
+    assert schedule["timezone_id"] == "${var.job_timezone}"
+    assert schedule["pause_status"] == "UNPAUSED"
+    dev, prod = bundle["targets"]["dev"], bundle["targets"]["prod"]
+    # Paused in dev (development mode pauses schedules; the preset says so explicitly) ...
+    assert dev["mode"] == "development" and dev["presets"]["trigger_pause_status"] == "PAUSED"
+    # ... running in prod.
+    assert (prod.get("presets") or {}).get("trigger_pause_status", "UNPAUSED") == "UNPAUSED"
+    assert job["max_concurrent_runs"] == 1
+
+
+def test_dev_and_prod_differ_where_intended() -> None:
+    dev, prod = bundle_for_target("dev"), bundle_for_target("prod")
+    dev_job, prod_job = dev["resources"]["jobs"][JOB_KEY], prod["resources"]["jobs"][JOB_KEY]
+    assert prod_job["email_notifications"]["on_failure"] and "email_notifications" not in dev_job
+    assert int(prod["variables"]["retention_hours"]["default"]) >= 168
+    assert int(dev["variables"]["retention_hours"]["default"]) >= 168  # Delta's VACUUM safety limit
+    # The same tasks everywhere: targets tune, they do not redefine the job.
+    assert [t["task_key"] for t in dev_job["tasks"]] == [t["task_key"] for t in prod_job["tasks"]]
+
+
+def test_job_dashboard_task_refreshes_the_bundle_dashboard(tasks: dict[str, dict[str, Any]],
+                                                           resources_all: dict[str, Any]) -> None:
+    task = tasks["dashboard_refresh"]["dashboard_task"]
+    assert task["dashboard_id"] == f"${{resources.dashboards.{DASHBOARD_KEY}.id}}"
+    assert DASHBOARD_KEY in resources_all["dashboards"]
+    assert task["warehouse_id"] == "${var.warehouse_id}"
+
+
+# -------------------------------------------------------------------------- dashboard
+
+
+def test_dashboard_file_is_a_valid_lakeview_dashboard() -> None:
+    for path in _resource_files():
+        for key, dashboard in ((_load(path).get("resources") or {}).get("dashboards") or {}).items():
+            file = (path.parent / dashboard["file_path"]).resolve()
+            assert file.is_file() and file.name.endswith(".lvdash.json"), f"{key}: {file}"
+            assert dashboard["warehouse_id"] == "${var.warehouse_id}"
+            assert dashboard.get("dataset_catalog") == "${var.catalog}"
+            content = json.loads(file.read_text(encoding="utf-8"))
+            datasets = {d["name"]: d for d in content["datasets"]}
+            assert datasets and content["pages"], f"{key}: needs datasets and at least one page"
+            for dataset in datasets.values():
+                sql = dataset.get("query") or "".join(dataset.get("queryLines") or [])
+                assert sql.strip(), f"{key}: dataset {dataset['name']} has no query"
+                # Names are <schema>.<table>: dataset_catalog supplies the catalog per target.
+                assert not re.search(r"\b(main|cdc_dev|cdc_prod)\.", sql), f"hard-coded catalog in {dataset['name']}"
+            for page in content["pages"]:
+                assert page["name"] and page["layout"]
+                for item in page["layout"]:
+                    widget, position = item["widget"], item["position"]
+                    assert {"x", "y", "width", "height"} <= set(position)
+                    for query in widget.get("queries") or []:
+                        assert query["query"]["datasetName"] in datasets, f"{widget['name']}: unknown dataset"
+                        fields = {f["name"] for f in query["query"]["fields"]}
+                        spec = widget["spec"]
+                        used = [e["fieldName"] for e in spec["encodings"].get("columns", [])]
+                        used += [e["fieldName"] for k, e in spec["encodings"].items()
+                                 if isinstance(e, dict) and "fieldName" in e]
+                        assert set(used) <= fields, f"{widget['name']}: encodes fields it does not query"
+
+
+# ----------------------------------------------------------------------- negative (job)
+
+
+def test_broken_job_is_rejected(tmp_path: Path, job_file: Path) -> None:
+    data = _load(job_file)
+    job = data["resources"]["jobs"][JOB_KEY]
+    job["tasks"][1]["pipeline_task"]["full_refresh"] = "sometimes"
+    job["tasks"][0]["python_wheel_task"]["entrypoint"] = "typo"
+    broken = tmp_path / "broken.job.yml"
+    broken.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    errors = "\n".join(schema_errors(broken))
+    assert "full_refresh: 'sometimes' is not of type 'boolean'" in errors
+    assert "'entrypoint' was unexpected" in errors
+    assert "entrypoint" in "\n".join(model_errors(broken))
+
+
+def test_dangling_resource_reference_is_found() -> None:
+    data = {"resources": {"jobs": {"j": {"tasks": [{"task_key": "t", "dashboard_task": {
+        "dashboard_id": "${resources.dashboards.nope.id}"}}]}}}}
+    assert resource_refs(data) == {("dashboards", "nope", "id")}

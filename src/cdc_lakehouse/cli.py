@@ -12,6 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cdc_lakehouse.capture.cli import add_capture_commands
+from cdc_lakehouse.remote.cli import add_remote_commands
+
 PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
 PROJECT_ROOT = PACKAGE_SRC.parent
 PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
@@ -149,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--json", action="store_true")
     sql.add_argument("--limit", type=int, default=1000)
     sql.set_defaults(func=cmd_sql)
+
+    add_capture_commands(sub)
+    add_remote_commands(sub)
     return parser
 
 

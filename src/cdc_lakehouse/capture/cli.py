@@ -1,0 +1,206 @@
+"""``cdc-lakehouse capture ...``: shadow DDL, shadow export and binlog capture from live sources.
+
+Wire into the main CLI with ``add_capture_commands(subparsers)``; standalone:
+``python -m cdc_lakehouse.capture.cli capture binlog --host ... --landing DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .sqlquote import TableName
+
+PASSWORD_ENV = "CDC_CAPTURE_PASSWORD"
+
+
+def _clean_errors(cmd):
+    """Bad input or a missing table: one line and exit code 2, in any parent CLI."""
+    def run(args) -> int:
+        try:
+            return cmd(args)
+        except (ValueError, LookupError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    run.__name__ = cmd.__name__
+    return run
+
+
+def _table(text: str) -> TableName:
+    try:
+        return TableName.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _mariadb_statements(args, table: TableName) -> list[str]:
+    from . import ddl_mariadb
+
+    columns, keys = args.column, args.key
+    if args.dsn and not columns:
+        from .connect import connect
+        from .introspect import mariadb_columns
+
+        conn = connect(args.dsn)
+        try:
+            columns, pk = mariadb_columns(conn, table)
+        finally:
+            conn.close()
+        keys = keys or pk
+    if not columns:
+        raise ValueError("--dialect mariadb needs the table's columns: --dsn or --column ...")
+    return ddl_mariadb.shadow_statements(table, columns, keys or [])
+
+
+def _apply(dsn: str, statements: list[str]) -> None:
+    from .connect import POSTGRES, connect, dialect_of
+
+    conn = connect(dsn)
+    try:
+        if dialect_of(dsn) == POSTGRES:
+            conn.autocommit = True
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+    finally:
+        conn.close()
+
+
+@_clean_errors
+def cmd_shadow_ddl(args) -> int:
+    if args.dialect == "postgres":
+        from . import ddl_postgres
+
+        statements = [ddl_postgres.shadow_ddl(args.table, args.key or None)]
+        script = statements[0]
+    else:
+        from .ddl_mariadb import render_script
+
+        statements = _mariadb_statements(args, args.table)
+        script = render_script(statements)
+    if args.apply:
+        if not args.dsn:
+            raise ValueError("--apply needs --dsn")
+        _apply(args.dsn, statements)
+        print(f"applied shadow capture DDL for {args.table.qualified}", file=sys.stderr)
+    else:
+        sys.stdout.write(script)
+    return 0
+
+
+@_clean_errors
+def cmd_binlog_marker_ddl(args) -> int:
+    from .ddl_mariadb import marker_statements, render_script
+
+    statements = marker_statements(args.table)
+    if args.apply:
+        if not args.dsn:
+            raise ValueError("--apply needs --dsn")
+        _apply(args.dsn, statements)
+    else:
+        sys.stdout.write(render_script(statements))
+    return 0
+
+
+def _default_source(dsn: str) -> str:
+    from urllib.parse import urlsplit
+
+    from .connect import dialect_of
+
+    return urlsplit(dsn).path.strip("/") or dialect_of(dsn)
+
+
+@_clean_errors
+def cmd_shadow_export(args) -> int:
+    from .shadow_export import export_once
+
+    source = args.source or _default_source(args.dsn)
+    result = export_once(args.dsn, args.landing, source, args.state, args.batch_rows)
+    print(json.dumps({"source": source, "batches": result.batches, "txn_rows": result.txn_rows,
+                      "change_rows": result.change_rows,
+                      "files": [str(f) for f in result.files or []]}))
+    return 0
+
+
+@_clean_errors
+def cmd_binlog(args) -> int:
+    from .binlog import BinlogConfig, capture
+
+    cfg = BinlogConfig(host=args.host, port=args.port, user=args.user,
+                       password=args.password if args.password is not None
+                       else os.environ.get(PASSWORD_ENV, ""),
+                       reader_server_id=args.server_id, landing=Path(args.landing),
+                       source=args.source, state_dir=args.state, follow=args.follow,
+                       start=args.start, capture_schema=args.capture_schema)
+    result = capture(cfg)
+    pos = result.position
+    print(json.dumps({"source": args.source, "transactions": result.transactions,
+                      "events": result.events, "sessions": result.sessions,
+                      "files": [str(f) for f in result.files],
+                      "position": {"file": pos.file, "pos": pos.pos} if pos else None}))
+    return 0
+
+
+def add_capture_commands(subparsers) -> argparse.ArgumentParser:
+    """Register ``capture`` and its subcommands on an argparse subparsers object."""
+    capture = subparsers.add_parser("capture", help="capture changes from live source databases")
+    sub = capture.add_subparsers(dest="capture_command", required=True)
+
+    ddl = sub.add_parser("shadow-ddl", help="print (or --apply) the shadow-table capture DDL")
+    ddl.add_argument("--dialect", choices=("postgres", "mariadb"), required=True)
+    ddl.add_argument("--table", type=_table, required=True, help="schema.table (parts may be \"quoted\")")
+    ddl.add_argument("--key", nargs="+", default=[], help="key columns (default: the primary key)")
+    ddl.add_argument("--column", nargs="+", default=[],
+                     help="mariadb: the table's columns (default: read them with --dsn)")
+    ddl.add_argument("--dsn", help="postgresql://... or mariadb://... (for --apply / mariadb columns)")
+    ddl.add_argument("--apply", action="store_true", help="run the DDL on --dsn instead of printing it")
+    ddl.set_defaults(func=cmd_shadow_ddl)
+
+    marker = sub.add_parser("binlog-marker-ddl",
+                            help="print (or --apply) MariaDB triggers that name each binlog "
+                                 "transaction's session (user attribution before MariaDB 11.5)")
+    marker.add_argument("--table", type=_table, required=True)
+    marker.add_argument("--dsn")
+    marker.add_argument("--apply", action="store_true")
+    marker.set_defaults(func=cmd_binlog_marker_ddl)
+
+    export = sub.add_parser("shadow-export", help="export committed shadow rows to landing files")
+    export.add_argument("--dsn", required=True)
+    export.add_argument("--landing", required=True, type=Path)
+    export.add_argument("--source", help="source name (default: the DSN's database)")
+    export.add_argument("--state", type=Path, help="journal folder (default <landing>/<source>/.capture)")
+    export.add_argument("--batch-rows", type=int, default=50_000)
+    export.set_defaults(func=cmd_shadow_export)
+
+    binlog = sub.add_parser("binlog", help="capture a MariaDB/MySQL row-based binlog")
+    binlog.add_argument("--host", required=True)
+    binlog.add_argument("--port", type=int, default=3306)
+    binlog.add_argument("--user", default="root")
+    binlog.add_argument("--password", help=f"default: ${PASSWORD_ENV}")
+    binlog.add_argument("--server-id", type=int, default=4242,
+                        help="this reader's replica server id (unique among the server's replicas)")
+    binlog.add_argument("--landing", required=True, type=Path)
+    binlog.add_argument("--source", default="binlog", help="source name (default: binlog)")
+    binlog.add_argument("--state", type=Path, help="checkpoint folder (default <landing>/<source>/.capture)")
+    binlog.add_argument("--follow", action="store_true", help="keep reading new events until interrupted")
+    binlog.add_argument("--start", choices=("earliest", "current"), default="earliest",
+                        help="where to start without a checkpoint")
+    binlog.add_argument("--capture-schema", default="cdc_capture")
+    binlog.set_defaults(func=cmd_binlog)
+    return capture
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cdc-lakehouse", description=__doc__)
+    add_capture_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

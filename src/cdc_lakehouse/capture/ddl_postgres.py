@@ -1,0 +1,156 @@
+"""PostgreSQL shadow capture DDL (the "Capture Transaction Details" pattern).
+
+One generic PL/pgSQL trigger function serves every captured table: it looks the table up in a
+registry (key columns, shadow table), so no name of a source table or column is ever spliced
+into a function body. Per table the DDL only creates the shadow table, a registry row and the
+trigger, with every name quoted by :mod:`sqlquote`.
+
+Transaction id: ``pg_current_xact_id()``. End time: every operation sets ``end_ts`` to its own
+time, and a deferred constraint trigger on the transaction table overwrites it with the clock at
+COMMIT (deferred triggers run while the transaction commits), so ``end_ts`` is the commit time
+unless a session forces deferred triggers early with ``SET CONSTRAINTS ALL IMMEDIATE``.
+User and role: ``session_user`` and the session's ``SET ROLE`` (``current_setting('role')``,
+null when no role is set). The function runs as its owner (SECURITY DEFINER, fixed
+search_path), so writers need no privilege on the capture schema and cannot forge its rows;
+``current_role`` would name the owner there, which is why the role comes from the setting.
+"""
+
+from __future__ import annotations
+
+from .sqlquote import CAPTURE_SCHEMA, TableName, pg_ident, pg_literal, pg_text_array
+
+S = pg_ident(CAPTURE_SCHEMA)
+
+_COMMON = f"""\
+CREATE SCHEMA IF NOT EXISTS {S};
+REVOKE ALL ON SCHEMA {S} FROM PUBLIC;
+
+CREATE TABLE IF NOT EXISTS {S}._transactions (
+    txn_id      xid8 PRIMARY KEY,
+    end_ts      timestamptz NOT NULL,
+    db_user     text NOT NULL,
+    db_role     text,
+    client      text,
+    application text,
+    n_ops       bigint NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS {S}._tables (
+    relid         oid PRIMARY KEY,
+    source_schema text NOT NULL,
+    source_table  text NOT NULL,
+    shadow_table  text NOT NULL UNIQUE,
+    key_columns   text[] NOT NULL
+        CONSTRAINT "captured table needs a primary key or --key" CHECK (cardinality(key_columns) > 0),
+    UNIQUE (source_schema, source_table)
+);
+
+CREATE OR REPLACE FUNCTION {S}._stamp_commit() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    UPDATE {S}._transactions SET end_ts = clock_timestamp() WHERE txn_id = NEW.txn_id;
+    RETURN NULL;
+END
+$fn$;
+
+DROP TRIGGER IF EXISTS stamp_commit ON {S}._transactions;
+CREATE CONSTRAINT TRIGGER stamp_commit AFTER INSERT ON {S}._transactions
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {S}._stamp_commit();
+
+CREATE OR REPLACE FUNCTION {S}._record_change() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    reg    {S}._tables;
+    txn    xid8 := pg_current_xact_id();
+    op_at  timestamptz := clock_timestamp();
+    new_j  json;
+    old_j  json;
+    k      json;
+    old_k  json;
+    vals   json;
+    seq    bigint;
+BEGIN
+    SELECT * INTO reg FROM {S}._tables WHERE relid = TG_RELID;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cdc_capture: % is not registered', TG_RELID::regclass;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN new_j := row_to_json(NEW); END IF;
+    IF TG_OP <> 'INSERT' THEN old_j := row_to_json(OLD); END IF;
+
+    SELECT json_object_agg(c.name, coalesce(new_j, old_j) -> c.name ORDER BY c.pos)
+      INTO k FROM unnest(reg.key_columns) WITH ORDINALITY AS c(name, pos);
+    IF TG_OP = 'INSERT' THEN
+        vals := new_j;
+    ELSIF TG_OP = 'UPDATE' THEN
+        SELECT json_object_agg(n.key, n.value ORDER BY n.pos) INTO vals
+          FROM json_each(new_j) WITH ORDINALITY AS n(key, value, pos)
+         WHERE (old_j -> n.key)::text IS DISTINCT FROM n.value::text;
+        IF vals IS NULL THEN
+            RETURN NULL;  -- nothing changed: nothing to replicate
+        END IF;
+        SELECT json_object_agg(c.name, old_j -> c.name ORDER BY c.pos)
+          INTO old_k FROM unnest(reg.key_columns) WITH ORDINALITY AS c(name, pos);
+        IF old_k::text = k::text THEN old_k := NULL; END IF;
+    END IF;
+
+    INSERT INTO {S}._transactions AS t
+           (txn_id, end_ts, db_user, db_role, client, application, n_ops)
+    VALUES (txn, op_at, session_user, nullif(current_setting('role'), 'none'),
+            host(inet_client_addr()), nullif(current_setting('application_name'), ''), 1)
+    ON CONFLICT (txn_id) DO UPDATE SET n_ops = t.n_ops + 1, end_ts = EXCLUDED.end_ts
+    RETURNING t.n_ops INTO seq;
+
+    EXECUTE format('INSERT INTO {CAPTURE_SCHEMA}.%I (txn_id, op_ts, op_seq, op, key, old_key, "values") '
+                   'VALUES ($1, $2, $3, $4, $5, $6, $7)', reg.shadow_table)
+      USING txn, op_at, seq, left(TG_OP, 1), k, old_k, vals;
+    RETURN NULL;
+END
+$fn$;
+"""
+
+
+def common_ddl() -> str:
+    """Schema, transaction table, registry and the two trigger functions (idempotent)."""
+    return _COMMON
+
+
+def table_ddl(table: TableName, keys: list[str] | None = None) -> str:
+    """Shadow table, registry row and trigger for one table (idempotent).
+
+    Without ``keys`` the registry takes the table's primary key from the catalog when the DDL
+    runs; a table with neither fails with the registry's check constraint.
+    """
+    src = f"{pg_ident(table.schema)}.{pg_ident(table.table)}"
+    shadow = f"{S}.{pg_ident(table.shadow)}"
+    regclass = f"{pg_literal(src)}::regclass"
+    pk = (f"(SELECT array_agg(a.attname::text ORDER BY k.ord) FROM pg_index i "
+          f"CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+          f"JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+          f"WHERE i.indrelid = {regclass} AND i.indisprimary)")
+    key_expr = pg_text_array(keys) if keys else f"coalesce({pk}, ARRAY[]::text[])"
+    return f"""\
+CREATE TABLE IF NOT EXISTS {shadow} (
+    id       bigserial PRIMARY KEY,
+    txn_id   xid8 NOT NULL,
+    op_ts    timestamptz NOT NULL,
+    op_seq   bigint NOT NULL,
+    op       char(1) NOT NULL,
+    key      json NOT NULL,
+    old_key  json,
+    "values" json
+);
+
+INSERT INTO {S}._tables (relid, source_schema, source_table, shadow_table, key_columns)
+SELECT {regclass}, {pg_literal(table.schema)}, {pg_literal(table.table)},
+       {pg_literal(table.shadow)}, {key_expr}
+ON CONFLICT (relid) DO UPDATE SET key_columns = EXCLUDED.key_columns,
+                                  shadow_table = EXCLUDED.shadow_table;
+
+DROP TRIGGER IF EXISTS cdc_capture ON {src};
+CREATE TRIGGER cdc_capture AFTER INSERT OR UPDATE OR DELETE ON {src}
+    FOR EACH ROW EXECUTE FUNCTION {S}._record_change();
+"""
+
+
+def shadow_ddl(table: TableName, keys: list[str] | None = None) -> str:
+    return common_ddl() + "\n" + table_ddl(table, keys)

@@ -1,0 +1,184 @@
+"""Reading committed shadow rows out of PostgreSQL and MariaDB, and purging exported ones.
+
+Each read runs in one REPEATABLE READ snapshot, so it sees exactly the transactions committed
+before it started: rows of a transaction still in flight are invisible (whatever their ids),
+and a transaction's row and its change rows are seen together. Nothing is remembered between
+reads: what was exported is purged, and what is left is what is new, so a transaction that
+commits late is simply found by a later read — no id high-water mark that it could fall behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from .landing import iso_utc
+from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, pg_ident
+
+
+@dataclass
+class Batch:
+    txns: list[dict] = field(default_factory=list)  # CONTRACT §2.3 rows
+    changes: dict[TableName, list[dict]] = field(default_factory=dict)  # §2.4 rows per table
+    txn_ids: list[str] = field(default_factory=list)  # to purge from the transaction table
+    change_ids: dict[str, list[int]] = field(default_factory=dict)  # shadow table -> row ids
+    full: bool = False  # some table had more rows than the read limit
+
+    @property
+    def empty(self) -> bool:
+        return not self.txns and not any(self.changes.values())
+
+
+def _json(text: str | None):
+    return None if text is None else json.loads(text, parse_float=Decimal)
+
+
+def _txn_row(txn_id, end_ts, db_user, db_role, client, application) -> dict:
+    return {"txn_id": str(txn_id), "end_ts": iso_utc(end_ts), "db_user": db_user,
+            "db_role": db_role, "client": client, "application": application}
+
+
+def _change_row(txn_id, op_ts, op_seq, op, key, old_key, values) -> dict:
+    return {"txn_id": str(txn_id), "op_ts": iso_utc(op_ts), "op_seq": int(op_seq), "op": op,
+            "key": _json(key), "old_key": _json(old_key), "values": _json(values)}
+
+
+def _collect(batch: Batch, table: TableName, shadow: str, rows, limit: int) -> None:
+    batch.changes[table] = [_change_row(*r[1:]) for r in rows]
+    batch.change_ids[shadow] = [int(r[0]) for r in rows]
+    batch.full |= len(rows) >= limit
+
+
+class PostgresShadowReader:
+    def __init__(self, conn):
+        self.conn = conn
+        conn.autocommit = True
+
+    def read(self, limit: int) -> Batch:
+        from psycopg import sql
+
+        batch = Batch()
+        with self.conn.cursor() as cur:
+            cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                cur.execute(f"SELECT txn_id::text, end_ts, db_user, db_role, client, application "
+                            f"FROM {pg_ident(CAPTURE_SCHEMA)}._transactions "
+                            f"ORDER BY end_ts, txn_id LIMIT %s", (limit,))
+                txns = cur.fetchall()
+                batch.txns = [_txn_row(*r) for r in txns]
+                batch.txn_ids = [r[0] for r in txns]
+                batch.full = len(txns) >= limit
+                cur.execute(f"SELECT source_schema, source_table, shadow_table "
+                            f"FROM {pg_ident(CAPTURE_SCHEMA)}._tables ORDER BY 1, 2")
+                for schema, name, shadow in cur.fetchall():
+                    cur.execute(sql.SQL(
+                        'SELECT id, txn_id::text, op_ts, op_seq, op, key::text, old_key::text, '
+                        '"values"::text FROM {}.{} ORDER BY id LIMIT %s').format(
+                        sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow)), (limit,))
+                    _collect(batch, TableName(schema, name), shadow, cur.fetchall(), limit)
+            finally:
+                cur.execute("COMMIT")
+        return batch
+
+    def purge(self, txn_ids: list[str], change_ids: dict[str, list[int]]) -> None:
+        from psycopg import sql
+
+        with self.conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"DELETE FROM {pg_ident(CAPTURE_SCHEMA)}._transactions "
+                        f"WHERE txn_id = ANY(%s::text[]::xid8[])", (txn_ids,))
+            for shadow, ids in change_ids.items():
+                cur.execute(sql.SQL("DELETE FROM {}.{} WHERE id = ANY(%s)").format(
+                    sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow)), (ids,))
+            cur.execute("COMMIT")
+
+
+_ROW_END_MAX = 2**64 - 1  # ROW END of current rows in a transaction-precise versioned table
+
+
+class MariaDBShadowReader:
+    """Transaction rows are assembled: commit time from ``mysql.transaction_registry``, user
+    and role from the transaction's first change row (see ddl_mariadb)."""
+
+    def __init__(self, conn):
+        from .introspect import DefaultRoles
+
+        self.conn = conn
+        self.role_of = DefaultRoles(conn)
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")  # registry times come out in UTC
+
+    def read(self, limit: int) -> Batch:
+        s = my_ident(CAPTURE_SCHEMA)
+        batch = Batch()
+        firsts: dict[int, tuple] = {}  # txn -> (op_seq, user, client, last op time)
+        with self.conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            try:
+                cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
+                            f"ORDER BY 1, 2")
+                for schema, name, shadow in cur.fetchall():
+                    cur.execute(f"SELECT id, txn_id, op_ts, op_seq, op, `key`, old_key, `values`, "
+                                f"db_user, client FROM {s}.{my_ident(shadow)} "
+                                f"ORDER BY id LIMIT %s", (limit,))
+                    rows = cur.fetchall()
+                    _collect(batch, TableName(schema, name), shadow, [r[:8] for r in rows], limit)
+                    for r in rows:
+                        _note_first(firsts, r)
+                commits = self._commit_times(cur, list(firsts))
+            finally:
+                cur.execute("COMMIT")
+        for txn, (_, user, client, last_op) in sorted(firsts.items()):
+            batch.txns.append(_txn_row(txn, commits.get(txn, last_op), user,
+                                       self.role_of(user, client), client, None))
+        return batch
+
+    @staticmethod
+    def _commit_times(cur, txn_ids: list[int]) -> dict:
+        if not txn_ids:
+            return {}
+        cur.execute("SELECT transaction_id, commit_timestamp FROM mysql.transaction_registry "
+                    "WHERE transaction_id IN %s", (txn_ids,))
+        return dict(cur.fetchall())
+
+    def purge(self, txn_ids: list[str], change_ids: dict[str, list[int]]) -> None:
+        s = my_ident(CAPTURE_SCHEMA)
+        with self.conn.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            for shadow, ids in change_ids.items():
+                # the whole key (id, ROW END): an IN list or a prefix would lock the next row,
+                # which may belong to a writer still in flight, and wait for it
+                cur.executemany(f"DELETE FROM {s}.{my_ident(shadow)} "
+                                f"WHERE id = %s AND txn_end = {_ROW_END_MAX}", [(i,) for i in ids])
+            cur.execute("COMMIT")
+            self._vacuum(cur, [shadow for shadow, ids in change_ids.items() if ids])
+
+    @staticmethod
+    def _vacuum(cur, shadows: list[str]) -> None:
+        """Drop the history rows purging leaves in versioned tables, when it cannot stall anyone.
+
+        DELETE HISTORY scans the table and would wait for rows of open writers: it runs only
+        when no other transaction has written anything, with a short lock timeout anyway.
+        """
+        cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                    "WHERE trx_rows_modified > 0 AND trx_mysql_thread_id <> CONNECTION_ID()")
+        if cur.fetchone()[0]:
+            return
+        for shadow in shadows:
+            try:
+                cur.execute(f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                            f"DELETE HISTORY FROM {my_ident(CAPTURE_SCHEMA)}.{my_ident(shadow)}")
+            except Exception as exc:  # a lock wait: the history goes on the next run
+                if getattr(exc, "args", [None])[0] != 1205:
+                    raise
+
+
+def _note_first(firsts: dict, row) -> None:
+    txn, op_ts, op_seq = int(row[1]), row[2], int(row[3])
+    seen = firsts.get(txn)
+    last = max(op_ts, seen[3]) if seen else op_ts
+    if seen is None or op_seq < seen[0]:
+        firsts[txn] = (op_seq, row[8], row[9], last)
+    else:
+        firsts[txn] = (*seen[:3], last)

@@ -1,0 +1,127 @@
+"""Binlog capture on a live MariaDB: contract events, sessions, checkpoint and resume."""
+
+from __future__ import annotations
+
+import pytest
+from live import fixtures
+from live.replay import binlog_transactions, read_jsonl, replay_binlog, resolve_session
+
+from cdc_lakehouse.capture import ddl_mariadb
+from cdc_lakehouse.capture.binlog import BinlogConfig, capture
+from cdc_lakehouse.capture.binlog_events import FIELDS
+from cdc_lakehouse.capture.sqlquote import TableName, my_ident
+
+PASSWORD = "pw-Binlog-1"
+
+
+@pytest.fixture(scope="module")
+def maria():
+    return fixtures.mariadb()
+
+
+@pytest.fixture
+def shop(maria):
+    """A fresh schema with one marked table and a user with a default role."""
+    schema = fixtures.unique_schema("binlog")
+    conn = maria.connect()
+    cur = conn.cursor()
+    cur.execute(f"CREATE DATABASE {my_ident(schema)}")
+    cur.execute(f"CREATE TABLE {my_ident(schema)}.t (id int PRIMARY KEY, v varchar(20), "
+                f"n decimal(8,2), d datetime(6))")
+    for statement in ddl_mariadb.marker_statements(TableName(schema, "t")):
+        cur.execute(statement)
+    cur.execute("CREATE ROLE IF NOT EXISTS binlog_writer")
+    cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {my_ident(schema)}.* TO binlog_writer")
+    cur.execute(f"CREATE USER IF NOT EXISTS 'bina'@'%' IDENTIFIED BY '{PASSWORD}'")
+    cur.execute("GRANT binlog_writer TO 'bina'@'%'")
+    cur.execute("SET DEFAULT ROLE binlog_writer FOR 'bina'@'%'")
+    conn.close()
+    return schema
+
+
+def _cfg(maria, landing, **kw) -> BinlogConfig:
+    return BinlogConfig(host="127.0.0.1", port=maria.port, user="root", landing=landing,
+                        source="m", **kw)
+
+
+def _events(root):
+    return [e for p in sorted((root / "binlog").glob("*.jsonl")) for e in read_jsonl(p)]
+
+
+def test_events_follow_the_contract(maria, shop, tmp_path):
+    user = maria.connect("bina", PASSWORD)
+    cur = user.cursor()
+    t = f"{my_ident(shop)}.t"
+    cur.execute("BEGIN")
+    cur.execute(f"INSERT INTO {t} VALUES (1, 'a', 1.50, '2026-03-02 09:00:00.250000'), (2, 'b', NULL, NULL)")
+    cur.execute(f"UPDATE {t} SET id = 3, v = NULL WHERE id = 1")
+    cur.execute(f"DELETE FROM {t} WHERE id = 2")
+    cur.execute("COMMIT")
+    cur.execute("BEGIN")
+    cur.execute(f"INSERT INTO {t} VALUES (9, 'never', 0, NULL)")
+    cur.execute("ROLLBACK")
+    thread_id = user.thread_id()
+    user.close()
+    root = maria.connect()
+    root.cursor().execute(f"ALTER TABLE {t} ADD COLUMN extra int")
+    root.close()
+
+    capture(_cfg(maria, tmp_path))
+    events = _events(tmp_path / "m")
+    assert all(list(e) == list(FIELDS) for e in events)
+    mine = [e for e in events if e["schema"] == shop or (e["type"] in ("begin", "commit")
+                                                          and e["file"] is not None)]
+    txns = [tx for tx in binlog_transactions(tmp_path / "m")
+            if any(e.get("schema") == shop for e in tx)]
+    assert len(txns) == 1, "one committed transaction; the rolled-back one is not in the binlog"
+    begin, *rows, commit = txns[0]
+    assert begin["thread_id"] == thread_id and begin["gtid"] and commit["xid"]
+    assert [(e["type"], e["table"], e["primary_key"]) for e in rows] == [
+        ("insert", "t", ["id"]), ("insert", "t", ["id"]), ("update", "t", ["id"]),
+        ("delete", "t", ["id"])]
+    assert rows[0]["rows"] == [{"after": {"id": 1, "v": "a", "n": 1.5, "d": "2026-03-02T09:00:00.250000"}}]
+    assert rows[2]["rows"][0]["after"]["id"] == 3 and rows[2]["rows"][0]["before"]["id"] == 1
+    ddl = [e for e in mine if e["type"] == "ddl" and e["table"] == "t" and "extra" in e["query"]]
+    assert ddl and ddl[0]["schema"] == shop
+    sessions = [s for p in (tmp_path / "m" / "sessions").glob("*.jsonl") for s in read_jsonl(p)]
+    assert resolve_session(sessions, begin["server_id"], thread_id, begin["ts"]) == ("bina", "binlog_writer")
+    assert not [e for e in events if e["schema"] == "cdc_capture"], "capture bookkeeping is not emitted"
+
+
+def test_restart_neither_skips_nor_repeats(maria, shop, tmp_path):
+    t = f"{my_ident(shop)}.t"
+    conn = maria.connect()
+    cur = conn.cursor()
+    keys = {f"{shop}.t": ["id"]}
+    cur.execute(f"INSERT INTO {t} VALUES (1, 'a', 1, NULL)")
+    first = capture(_cfg(maria, tmp_path))
+    cur.execute(f"INSERT INTO {t} VALUES (2, 'b', 2, NULL)")
+    cur.execute("FLUSH BINARY LOGS")  # the next transaction is in a new binlog file
+    cur.execute(f"UPDATE {t} SET v = 'b2' WHERE id = 2")
+    second = capture(_cfg(maria, tmp_path))
+    assert second.position > first.position and second.position.file != first.position.file
+    # the checkpoint file is lost: the landing file names still say where to resume
+    (tmp_path / "m" / ".capture" / "binlog.json").unlink()
+    cur.execute(f"DELETE FROM {t} WHERE id = 1")
+    capture(_cfg(maria, tmp_path))
+    assert capture(_cfg(maria, tmp_path)).events == 0
+    events = _events(tmp_path / "m")
+    ids = [(e["file"], e["pos"]) for e in events]
+    assert len(ids) == len(set(ids)), "no event was written twice"
+    state = replay_binlog(tmp_path / "m", keys).tables[f"{shop}.t"]
+    cur.execute(f"SELECT id, v FROM {t}")
+    assert sorted((k[0], r["v"]) for k, r in state.items()) == sorted(cur.fetchall())
+    cur.execute("SELECT COUNT(*) FROM cdc_capture._binlog_sessions")
+    conn.close()
+
+
+def test_markers_are_pruned_after_landing(maria, shop, tmp_path):
+    conn = maria.connect()
+    cur = conn.cursor()
+    cur.execute(f"INSERT INTO {my_ident(shop)}.t VALUES (5, 'x', 1, NULL)")
+    cur.execute("SELECT COUNT(*) FROM cdc_capture._binlog_sessions WHERE thread_id = CONNECTION_ID()")
+    assert cur.fetchone()[0] == 1
+    capture(_cfg(maria, tmp_path))
+    cur.execute("SELECT COUNT(*) FROM cdc_capture._binlog_sessions WHERE thread_id = CONNECTION_ID()")
+    assert cur.fetchone()[0] == 0
+    conn.close()
