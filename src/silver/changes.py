@@ -1,5 +1,7 @@
 # Silver: the change stream of each source, one row per net change of a row in a committed
-# transaction (CONTRACT §2-§3). Held transactions (no commit yet) are completed in a later run.
+# transaction (CONTRACT §2-§3). One streaming table per source, filled by one append flow per
+# kind of input (binlog or shadow capture; snapshot corrections add theirs). Held transactions
+# (no commit yet) are completed in a later run.
 import dlt
 
 from cdc_lakehouse.settings import PipelineSettings
@@ -8,39 +10,40 @@ from cdc_lakehouse.silver.change_stream import binlog_change_batch, shadow_chang
 settings = PipelineSettings.from_spark(spark)
 
 
+def changes_table(source: str) -> str:
+    name = f"{settings.silver}.{source}_changes"
+    dlt.create_streaming_table(
+        name,
+        comment=f"Net change per committed transaction and row of source {source}, in commit order "
+        "(sequence); the input of every replica and audit view.",
+        table_properties={"quality": "silver"},
+    )
+    return name
+
+
 def define_binlog_changes(source: str) -> None:
     events = f"{settings.bronze}.{source}_binlog_events"
 
-    @dlt.table(
-        name=f"{settings.silver}.{source}_changes",
-        comment=f"Net change per committed transaction and row, from the binlog of {source}.",
-        table_properties={"quality": "silver"},
-    )
-    def changes():
+    @dlt.append_flow(target=changes_table(source), name=f"{source}_binlog_changes")
+    def binlog_changes():
         return binlog_change_batch(
             dlt.read_stream(events), dlt.read(events), dlt.read(f"{settings.bronze}.{source}_sessions")
         )
-
-
-for source in settings.sources("binlog"):
-    define_binlog_changes(source)
 
 
 def define_shadow_changes(source: str) -> None:
     changes = f"{settings.bronze}.{source}_shadow_changes"
     txns = f"{settings.bronze}.{source}_shadow_transactions"
 
-    @dlt.table(
-        name=f"{settings.silver}.{source}_changes",
-        comment=f"Net change per committed transaction and row, from the shadow tables of {source}.",
-        table_properties={"quality": "silver"},
-    )
-    def changes_table():
-        onboarded = dlt.read(changes).filter("_onboarded")
+    @dlt.append_flow(target=changes_table(source), name=f"{source}_shadow_changes")
+    def shadow_changes():
         return shadow_change_batch(
-            dlt.read_stream(changes).filter("_onboarded"), dlt.read_stream(txns), onboarded, dlt.read(txns)
+            dlt.read_stream(changes).filter("_onboarded"), dlt.read_stream(txns),
+            dlt.read(changes).filter("_onboarded"), dlt.read(txns),
         )
 
 
+for source in settings.sources("binlog"):
+    define_binlog_changes(source)
 for source in settings.sources("shadow"):
     define_shadow_changes(source)
