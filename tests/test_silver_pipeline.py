@@ -121,3 +121,12 @@ def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):
     assert [r["status"] for r in status] == ["committed"]
     for table in TABLES:
         assert_replica_equals_source(spark, lake, "shop", table)
+
+
+def test_shadow_transactions_table(spark, shadow_lake):
+    txns = DeltaRsStore(spark, shadow_lake).read("silver.shop_pg_transactions")
+    assert txns.filter("status = 'committed'").count() == txns.select("txn_id").distinct().count()
+    assert txns.filter("txn_id = '7475'").count() == 1  # recorded twice, listed once
+    row = txns.filter("txn_id = '7567'").first()  # alice inserts order 42
+    assert (row["user"], row["role"], row["status"]) == ("alice", "app_writer", "committed")
+    assert "shop.orders" in row["tables"]

@@ -1,56 +1,51 @@
-# Bronze: one streaming table per landing kind and source, raw and append-only (CONTRACT §2).
+# Bronze: every landing line of every onboarded source, kept raw and append-only (CONTRACT §2),
+# or quarantined with its reason. See docs/bronze.md.
 import dlt
 
 from cdc_lakehouse.bronze import landing
+from cdc_lakehouse.bronze.kinds import landing_kinds, onboarded_tables
+from cdc_lakehouse.bronze.rules import QUARANTINE_EXPECTATION, expectations
 from cdc_lakehouse.settings import PipelineSettings
 
 settings = PipelineSettings.from_spark(spark)
 
-KINDS = {
-    # kind: (capture, folder under <landing>/<source>/, parsed schema)
-    "binlog_events": ("binlog", "binlog", landing.BINLOG_EVENT),
-    "sessions": ("binlog", "sessions", landing.SESSION),
-    "shadow_transactions": ("shadow", "shadow/_transactions", landing.SHADOW_TXN),
-}
+
+def table_properties(source: str) -> dict:
+    """The onboarding's bronze_table_properties (e.g. pipelines.reset.allowed), for the source."""
+    properties = {}
+    for flow in settings.onboarding.for_source(source):
+        properties.update(flow.bronze_table_properties)
+    return {**properties, "quality": "bronze"}
 
 
-def define_landing_table(source: str, kind: str, folder: str, schema) -> None:
-    @dlt.table(
-        name=f"{settings.bronze}.{source}_{kind}",
-        comment=f"Raw {kind.replace('_', ' ')} of source {source}, one row per landing line.",
-        table_properties={"quality": "bronze"},
-    )
-    @dlt.expect("parsed", "_raw IS NOT NULL")
-    def landing_table():
-        lines = (
-            spark.readStream.format("cloudFiles").options(**landing.READER_OPTIONS)
-            .load(f"{settings.landing_path}/{source}/{folder}")
-            .select("value", "_metadata")
+def define_landing(source: str, kind) -> None:
+    view = landing.view_name(source, kind)
+    what = kind.name.replace("_", " ")
+
+    @dlt.view(name=view, comment=f"Landed {what} of source {source}: every line, parsed and checked.")
+    def lines():
+        return landing.landing_lines(
+            spark, kind, settings.landing_path, source, onboarded_tables(settings.onboarding, source)
         )
-        return landing.parse_lines(lines, schema, source)
 
-
-def define_shadow_changes(flow) -> None:
     @dlt.table(
-        name=f"{settings.bronze}.{flow.source}_shadow_{flow.schema_name}_{flow.table_name}",
-        comment=f"Raw shadow change rows of {flow.qualified_table} from source {flow.source}.",
-        table_properties={"quality": "bronze"},
+        name=landing.table_name(settings.bronze, source, kind),
+        comment=f"Raw {what} of source {source}, one row per accepted landing line.",
+        table_properties=table_properties(source),
     )
-    def shadow_changes():
-        lines = (
-            spark.readStream.format("cloudFiles").options(**landing.READER_OPTIONS)
-            .load(flow.landing_path(settings.landing_path))
-            .select("value", "_metadata")
-        )
-        return landing.parse_lines(lines, landing.SHADOW_CHANGE, flow.source)
+    @dlt.expect_all_or_drop(expectations(kind.rules))
+    def accepted():
+        return landing.bronze_rows(dlt.read_stream(view), kind)
+
+    @dlt.table(
+        name=landing.quarantine_name(settings.bronze, source, kind),
+        comment=f"Landing lines of {what} of source {source} that bronze rejects, raw, with the reason.",
+        table_properties=table_properties(source),
+    )
+    @dlt.expect_all_or_drop(QUARANTINE_EXPECTATION)
+    def quarantined():
+        return landing.quarantined_rows(dlt.read_stream(view))
 
 
-for capture in ("binlog", "shadow"):
-    for source in settings.sources(capture):
-        for kind, (kind_capture, folder, schema) in KINDS.items():
-            if kind_capture == capture:
-                define_landing_table(source, kind, folder, schema)
-
-for flow in settings.onboarding.flows:
-    if flow.capture == "shadow":
-        define_shadow_changes(flow)
+for source, kind in landing_kinds(settings.onboarding):
+    define_landing(source, kind)

@@ -1,0 +1,87 @@
+"""Typed bronze columns from the fields of a JSON line, with what did not fit set aside.
+
+Scalars are typed by Spark's JSON parser; objects and arrays keep their exact source text
+(``json_text``); timestamps must be ISO-8601 with a zone, so their meaning never depends on the
+session time zone. A field present with a value that does not fit its type is *bad*; bad and
+unknown fields go to ``_rescued_data`` (JSON text), as Auto Loader's rescued data column does,
+so bronze never fails on them and loses nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.bronze.json_text import json_fields
+
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+JSON_TEXT = {"object": "{", "array": "["}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str  # a Spark type (string, long, boolean, array<string>), timestamp, object or array
+
+    @property
+    def parse_type(self) -> str:
+        return "string" if self.type in ("timestamp", *JSON_TEXT) else self.type
+
+
+def parse_fields(lines: DataFrame, fields: tuple[Field, ...], extra_bad: dict[str, Callable[[], Column]]) -> DataFrame:
+    """Adds ``_fields`` (raw text by name; NULL if the line is not one JSON object), a typed
+    column per field, ``_bad_fields`` and ``_rescued_data``. ``extra_bad`` holds conditions for
+    fields whose value is bad in ways their type does not show."""
+    parsed = lines.select("*", json_fields("_raw").alias("_fields"))
+    if not fields:
+        return parsed.select("*", F.array().cast("array<string>").alias("_bad_fields"))
+    schema = ", ".join(f"`{f.name}` {f.parse_type}" for f in fields)
+    parsed = parsed.select("*", F.from_json("_raw", schema).alias("_parsed"))
+    typed = parsed.select("*", *[_typed(f).alias(f.name) for f in fields])
+    bad = [F.when(_is_bad(f) | extra_bad.get(f.name, _never)(), F.lit(f.name)) for f in fields]
+    flagged = typed.withColumn("_bad_fields", F.array_compact(F.array(*bad)))
+    return flagged.withColumn("_rescued_data", _rescued([f.name for f in fields])).drop("_parsed")
+
+
+def _never() -> Column:
+    return F.lit(False)
+
+
+def raw(name: str) -> Column:
+    """The field's source text; NULL when absent."""
+    return F.try_element_at("_fields", F.lit(name))
+
+
+def utc_timestamp(text: Column) -> Column:
+    return F.when(text.rlike(ISO_TIMESTAMP), F.try_to_timestamp(text))
+
+
+def _typed(field: Field) -> Column:
+    if field.type in JSON_TEXT:
+        return F.when(raw(field.name).startswith(JSON_TEXT[field.type]), raw(field.name))
+    value = F.col(f"_parsed.`{field.name}`")
+    return utc_timestamp(value) if field.type == "timestamp" else value
+
+
+def _is_bad(field: Field) -> Column:
+    present = raw(field.name).isNotNull() & (raw(field.name) != "null")
+    wrong = F.col(f"`{field.name}`").isNull()
+    if field.type == "string":
+        wrong = wrong | raw(field.name).startswith("{") | raw(field.name).startswith("[")
+    return F.coalesce(present & wrong, F.lit(False))
+
+
+def _rescued(known: list[str]) -> Column:
+    """Unknown and bad fields as one JSON object of their source text; NULL when none."""
+    known_sql = ", ".join(f"'{name}'" for name in known)
+    kept = (
+        f"map_entries(map_filter(_fields, (k, v) -> NOT array_contains(array({known_sql}), k) "
+        f"OR array_contains(_bad_fields, k)))"
+    )
+    member = "concat(regexp_extract(to_json(array(e.key)), '^.(.*).$', 1), ':', e.value)"
+    return F.expr(
+        f"CASE WHEN size({kept}) > 0 THEN concat('{{', array_join(transform({kept}, e -> {member}), ','), '}}') END"
+    )
