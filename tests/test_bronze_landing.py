@@ -408,7 +408,6 @@ def test_snapshot_manifests_are_one_document_each(spark):
     )
 
 
-@pytest.mark.xfail(strict=True, reason="runtime: Spark's reader drops files named _*, even when listed by name")
 def test_snapshot_manifests_land_from_the_snapshot_folder(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     document, _ = manifest("snap-1")
@@ -432,17 +431,18 @@ def test_the_demo_fixtures_land_whole_and_exact(spark, tmp_path):
     run_pipeline(spark, [BRONZE, GOLD], tmp_path, conf)
     store = DeltaRsStore(spark, tmp_path)
 
-    # Manifests are left out: the runtime cannot read them yet (see the xfail above).
     landed = {
+        "bronze.shop_snapshot_manifests": len(list((REPO / "fixtures/landing").glob("shop/snapshot/*/*/_manifest.json"))),
         "bronze.shop_binlog_events": len(fixture_lines("shop/binlog/*.jsonl")),
         "bronze.shop_sessions": len(fixture_lines("shop/sessions/*.jsonl")),
         "bronze.shop_snapshot_rows": len(fixture_lines("shop/snapshot/*/*/part-*")),
         "bronze.shop_pg_shadow_transactions": len(fixture_lines("shop_pg/shadow/_transactions/*.jsonl")),
         "bronze.shop_pg_shadow_changes": len(fixture_lines("shop_pg/shadow/*.*/*.jsonl")),
         "bronze.shop_pg_snapshot_rows": 0,
+        "bronze.shop_pg_snapshot_manifests": 0,
     }
     summary = run_sql(spark, store, "SELECT bronze_table, rows, quarantined_rows, not_onboarded_rows "
-                                    "FROM gold.landing_summary WHERE kind <> 'snapshot_manifests'")
+                                    "FROM gold.landing_summary")
     assertDataFrameEqual(summary, spark.createDataFrame(
         [(table, rows, 0, 0) for table, rows in landed.items()],
         "bronze_table string, rows long, quarantined_rows long, not_onboarded_rows long"))

@@ -192,3 +192,25 @@ def test_dlt_module_is_only_injected_while_loading(spark, first_batch, lake):
 
     _run(spark, first_batch, lake)
     assert "dlt" not in sys.modules
+
+
+def test_full_refresh_keeps_tables_that_forbid_reset(spark, tmp_path, landing):
+    pipeline = tmp_path / "raw.py"
+    pipeline.write_text(
+        "import dlt\n"
+        "@dlt.table(name='bronze.raw', table_properties={'pipelines.reset.allowed': 'false'})\n"
+        "def raw():\n"
+        "    return spark.readStream.format('cloudFiles').option('cloudFiles.format','json')"
+        ".schema('x int').load(spark.conf.get('test.landing'))\n"
+        "@dlt.materialized_view(name='gold.total')\n"
+        "def total():\n"
+        "    return dlt.read('bronze.raw').groupBy().sum('x')\n"
+    )
+    lake, conf = tmp_path / "lake", {"test.landing": str(landing)}
+    write_jsonl(landing / "1.jsonl", [{"x": 1}])
+    run_pipeline(spark, [str(pipeline)], lake, conf)
+    (landing / "1.jsonl").unlink()  # raw history outlives its landing files
+    write_jsonl(landing / "2.jsonl", [{"x": 2}])
+    result = run_pipeline(spark, [str(pipeline)], lake, conf, full_refresh=True)
+    assert result.event("bronze.raw").rows_read == 1
+    assert DeltaRsStore(spark, lake).read("gold.total").first()[0] == 3

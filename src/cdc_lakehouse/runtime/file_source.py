@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import functools
 import os
+import shutil
 import tempfile
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 # Options that only mean something to Auto Loader itself.
@@ -52,7 +55,20 @@ def _option(options: dict, key: str):
 
 
 def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
-    """Read exactly ``files`` with Spark's own reader for ``fmt``."""
+    """Read exactly ``files`` with Spark's own reader for ``fmt``; ``_metadata`` is a column."""
+    visible = [f for f in files if not _hidden(f)]
+    hidden = [f for f in files if _hidden(f)]
+    frames = [_load(spark, visible, fmt, options, schema)] if visible else []
+    if hidden:
+        frames.append(_load_hidden(spark, hidden, fmt, options, schema))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _hidden(path: str) -> bool:
+    return os.path.basename(path).startswith(("_", "."))
+
+
+def _load(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
     spark_options = {
         k: v for k, v in options.items()
         if not k.lower().startswith(_AUTOLOADER_ONLY) and k.lower() != "pathglobfilter"
@@ -60,7 +76,28 @@ def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, s
     reader = spark.read.format(fmt).options(**spark_options)
     if schema is not None:
         reader = reader.schema(schema)
-    return reader.load(files)
+    return reader.load(files).select("*", "_metadata")
+
+
+def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
+    """Spark's file index drops names starting with ``_`` or ``.`` even when named explicitly
+    (``_manifest.json``), so such files are read through links with plain names and
+    ``_metadata`` is pointed back at the original files."""
+    stage = tempfile.mkdtemp(prefix="cdc-lakehouse-hidden-")
+    links = {}
+    for i, original in enumerate(files):
+        link = os.path.join(stage, f"h{i}{os.path.basename(original)}")
+        try:
+            os.link(original, link)
+        except OSError:
+            shutil.copyfile(original, link)
+        links[link] = original
+    df = _load(spark, list(links), fmt, options, schema)
+    path, name = F.col("_metadata.file_path"), F.col("_metadata.file_name")
+    for link, original in links.items():
+        path = F.replace(path, F.lit(link), F.lit(original))
+        name = F.when(name == os.path.basename(link), F.lit(os.path.basename(original))).otherwise(name)
+    return df.withColumn("_metadata", F.col("_metadata").withField("file_path", path).withField("file_name", name))
 
 
 def empty_frame(spark: SparkSession, fmt: str, options: dict, schema) -> DataFrame | None:

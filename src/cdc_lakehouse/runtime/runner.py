@@ -151,13 +151,21 @@ class PipelineRunner:
         return [flow.target]
 
     def _reset(self) -> None:
-        """Full refresh: forget every table and checkpoint of this pipeline, then recompute."""
+        """Full refresh: forget every table and checkpoint of this pipeline, then recompute.
+        Tables with ``pipelines.reset.allowed = false`` (raw history) keep their data and
+        the progress of the flows writing them, as on Databricks."""
+        kept = {n for n, d in self.graph.datasets.items() if not _reset_allowed(d)}
         for name, dataset in self.graph.datasets.items():
-            if dataset.persisted:
+            if dataset.persisted and name not in kept:
                 shutil.rmtree(self.store.path(name), ignore_errors=True)
                 shutil.rmtree(self.store.path(state_table_name(name)), ignore_errors=True)
-        for flow in self.graph.flows:
-            FlowCheckpoint(self.checkpoints, flow).reset()
+        for flow in self.graph.flows.values():
+            if flow.target not in kept:
+                FlowCheckpoint(self.checkpoints, flow.name).reset()
+
+
+def _reset_allowed(dataset: Dataset) -> bool:
+    return str(dataset.table_properties.get("pipelines.reset.allowed", "true")).lower() != "false"
 
 
 @contextlib.contextmanager
