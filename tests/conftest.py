@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from cdc_lakehouse.runtime.session import get_spark
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +25,4 @@ def lake(tmp_path) -> Path:
 def landing(tmp_path) -> Path:
     path = tmp_path / "landing"
     path.mkdir()
-    return path
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from conftest import REPO
+from lake_helpers import REPO
 
 PROJECT_SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
 FIXTURES = REPO / "fixtures"

@@ -6,7 +6,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from conftest import REPO, write_jsonl
+from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/cdc_example/*.py")
 

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.cdc.apply import CdcInputError
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from conftest import REPO, write_jsonl
+from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/cdc_generic/*.py")
 SCD1_SCHEMA = "id long, value string"

@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from conftest import REPO
+from lake_helpers import REPO
 
 BRONZE = str(REPO / "src/bronze/*.py")
 GOLD = str(REPO / "src/gold/landing_summary.py")

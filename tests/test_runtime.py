@@ -11,7 +11,7 @@ from cdc_lakehouse.runtime.expectations import ExpectationViolation
 from cdc_lakehouse.runtime.graph import PipelineDefinitionError
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from conftest import REPO, write_jsonl
+from lake_helpers import REPO, write_jsonl
 
 BASIC = str(REPO / "tests/pipelines/basic/*.py")
 
