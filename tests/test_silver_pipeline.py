@@ -14,20 +14,20 @@ from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import FIXTURES, TABLES, assert_replica_equals_source, onboarding_for, run_project
 
 
+def _lake_of(spark, tmp_path_factory, source: str):
+    tmp = tmp_path_factory.mktemp(source)
+    run_project(spark, FIXTURES / "landing", tmp / "lake", onboarding_for(tmp, {source}))
+    return tmp / "lake"
+
+
 @pytest.fixture(scope="module")
 def binlog_lake(spark, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("binlog")
-    lake = tmp / "lake"
-    run_project(spark, FIXTURES / "landing", lake, onboarding_for(tmp, {"shop"}))
-    return lake
+    return _lake_of(spark, tmp_path_factory, "shop")
 
 
 @pytest.fixture(scope="module")
 def shadow_lake(spark, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("shadow")
-    lake = tmp / "lake"
-    run_project(spark, FIXTURES / "landing", lake, onboarding_for(tmp, {"shop_pg"}))
-    return lake
+    return _lake_of(spark, tmp_path_factory, "shop_pg")
 
 
 @pytest.mark.parametrize("table", TABLES)
