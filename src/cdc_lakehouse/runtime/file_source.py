@@ -55,12 +55,17 @@ def _option(options: dict, key: str):
 
 
 def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
-    """Read exactly ``files`` with Spark's own reader for ``fmt``; ``_metadata`` is a column."""
-    visible = [f for f in files if not _hidden(f)]
+    """Read exactly ``files`` with Spark's own reader for ``fmt``.
+
+    ``_metadata`` stays a hidden column, as on Databricks, except in a batch with files named
+    ``_*``: there it is an ordinary column (select your columns explicitly in such flows).
+    """
     hidden = [f for f in files if _hidden(f)]
-    frames = [_load(spark, visible, fmt, options, schema)] if visible else []
-    if hidden:
-        frames.append(_load_hidden(spark, hidden, fmt, options, schema))
+    if not hidden:
+        return _load(spark, files, fmt, options, schema)
+    visible = [f for f in files if not _hidden(f)]
+    frames = [_load(spark, visible, fmt, options, schema).select("*", "_metadata")] if visible else []
+    frames.append(_load_hidden(spark, hidden, fmt, options, schema))
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
@@ -76,7 +81,7 @@ def _load(spark: SparkSession, files: list[str], fmt: str, options: dict, schema
     reader = spark.read.format(fmt).options(**spark_options)
     if schema is not None:
         reader = reader.schema(schema)
-    return reader.load(files).select("*", "_metadata")
+    return reader.load(files)
 
 
 def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
@@ -92,7 +97,7 @@ def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict,
         except OSError:
             shutil.copyfile(original, link)
         links[link] = original
-    df = _load(spark, list(links), fmt, options, schema)
+    df = _load(spark, list(links), fmt, options, schema).select("*", "_metadata")
     path, name = F.col("_metadata.file_path"), F.col("_metadata.file_name")
     for link, original in links.items():
         path = F.replace(path, F.lit(link), F.lit(original))

@@ -1,0 +1,71 @@
+"""The CLI names acceptance tests rely on: run, pipeline run, tables, sql."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdc_lakehouse.cli import main
+from lake_helpers import REPO, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def demo_lake(spark, tmp_path_factory):
+    lake = tmp_path_factory.mktemp("demo") / "lake"
+    assert main(["run", "--lake", str(lake)]) == 0
+    return lake
+
+
+def _json_out(capsys, argv) -> object:
+    capsys.readouterr()
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tables_json_lists_every_layer(demo_lake, capsys):
+    tables = {t["name"]: t for t in _json_out(capsys, ["tables", "--lake", str(demo_lake), "--json"])}
+    assert {"bronze", "silver", "gold", "system"} <= {t["layer"] for t in tables.values()}
+    assert tables["silver.shop_orders"]["rows"] == 73
+    assert tables["silver.shop_pg_order_items"]["rows"] == 172
+    assert set(tables["bronze.shop_binlog_events"]) == {"name", "layer", "path", "version", "rows"}
+
+
+def test_sql_json_answers_from_the_lake(demo_lake, capsys):
+    rows = _json_out(capsys, [
+        "sql", "--lake", str(demo_lake), "--json",
+        "SELECT user, role, count(*) AS changes FROM silver.shop_changes "
+        "WHERE `table` = 'orders' AND key = '{\"order_id\":\"42\"}' GROUP BY user, role ORDER BY user",
+    ])
+    assert [(r["user"], r["role"]) for r in rows] == [
+        ("alice", "app_writer"), ("bob", "app_writer"), ("carol", "support"), ("dave", "admin"),
+    ]
+
+
+def test_rerun_of_the_demo_reads_nothing_new(demo_lake, capsys):
+    assert main(["run", "--lake", str(demo_lake)]) == 0
+    log = _json_out(capsys, [
+        "sql", "--lake", str(demo_lake), "--json",
+        "SELECT sum(rows_read) AS n FROM pipeline.event_log WHERE update_id = "
+        "(SELECT max_by(update_id, timestamp) FROM pipeline.event_log) AND flow LIKE 'bronze.%'",
+    ])
+    assert log == [{"n": 0}]
+
+
+def test_config_error_names_file_and_entry(tmp_path, capsys):
+    bad = tmp_path / "onboarding.yml"
+    bad.write_text((REPO / "conf/onboarding.yml").read_text().replace("keys: [customer_id]", "keys: []", 1))
+    assert main(["run", "--config", str(bad), "--lake", str(tmp_path / "lake")]) == 2
+    err = capsys.readouterr().err
+    assert "onboarding.yml" in err and "data_flow_id=101" in err and "keys" in err
+
+
+def test_pipeline_run_on_any_folder(tmp_path, capsys):
+    landing = tmp_path / "landing"
+    write_jsonl(landing / "orders/1.jsonl", [{"order_id": 1, "customer": "a", "amount": 2.0, "region": "eu"}])
+    (landing / "refunds").mkdir()
+    lake = tmp_path / "lake"
+    assert main(["pipeline", "run", "--source", str(REPO / "tests/pipelines/basic/*.py"),
+                 "--lake", str(lake), "--conf", f"test.landing={landing}"]) == 0
+    rows = _json_out(capsys, ["sql", "--lake", str(lake), "--json", "SELECT * FROM gold.revenue_by_region"])
+    assert rows == [{"region": "eu", "revenue": 2.0, "orders": 1}]
