@@ -19,6 +19,7 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/cdc-lakehouse run --lake $(LAKE) --full-refresh
 	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
+	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.landing_summary ORDER BY source, bronze_table"
 
 # PostgreSQL and MariaDB binaries for the live capture tests (installed, never started here).
 services:

@@ -22,6 +22,11 @@ PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bron
 console = Console(stderr=True)
 
 
+def _stdout() -> Console:
+    # Piped output (make, CI logs) would otherwise be cut to 80 columns.
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 def _spark():
     from cdc_lakehouse.runtime.session import get_spark
 
@@ -87,7 +92,7 @@ def cmd_tables(args) -> int:
         table.add_column(column)
     for r in rows:
         table.add_row(r["name"], r["layer"], str(r["version"]), str(r["rows"]), r["path"])
-    Console().print(table)
+    _stdout().print(table)
     return 0
 
 
@@ -105,7 +110,7 @@ def cmd_sql(args) -> int:
         table.add_column(column)
     for r in rows:
         table.add_row(*[_cell(r[c]) for c in df.columns])
-    Console().print(table)
+    _stdout().print(table)
     return 0
 
 
