@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LAKE ?= .lake
 
-.PHONY: install services demo test clean
+.PHONY: install services browser demo test clean
 
 install: $(VENV)/.installed
 
@@ -25,7 +25,11 @@ demo: install
 services:
 	bash .ci/services
 
-test: install services
+# Headless Chromium for the dashboard rendering test.
+browser:
+	bash .ci/browser
+
+test: install services browser
 	$(BIN)/python -m pytest -q
 
 clean:

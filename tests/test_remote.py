@@ -601,7 +601,8 @@ def add_landing_summary(workspace, catalog="cdc_dev"):
 
 def test_health_reads_every_chunk_through_the_warehouse(workspace, w):
     add_landing_summary(workspace)
-    result = health.health_summary(w, WAREHOUSE, "cdc_dev", poll_seconds=0, sleep=lambda s: None)
+    result = health.health_summary(w, WAREHOUSE, "cdc_dev", "gold.landing_summary", poll_seconds=0,
+                                   sleep=lambda s: None)
     assert result.columns == ["source", "bronze_table", "rows", "files"]
     assert len(result.rows) == 5  # three chunks of two rows
     assert result.records()[0] == {"source": "shop", "bronze_table": "bronze.shop_binlog_events",
@@ -628,7 +629,8 @@ def test_health_rejects_what_is_not_a_table_name(workspace, w):
 def test_health_cancels_a_statement_that_outlives_the_timeout(workspace, w):
     add_landing_summary(workspace)
     with pytest.raises(health.StatementFailed, match="canceled"):
-        health.health_summary(w, WAREHOUSE, "cdc_dev", timeout_seconds=0, poll_seconds=0, sleep=lambda s: None)
+        health.health_summary(w, WAREHOUSE, "cdc_dev", "gold.landing_summary", timeout_seconds=0, poll_seconds=0,
+                              sleep=lambda s: None)
     assert len(workspace.calls("POST", r"/api/2.0/sql/statements/[^/]+/cancel")) == 1
 
 
@@ -655,11 +657,12 @@ def test_cli_start_follow_and_health(cli_env, capsys):
     assert f"update {update_id}: COMPLETED" in captured.err
 
     assert run_cli("remote", "health", "--warehouse-id", WAREHOUSE, "--catalog", "cdc_dev", "--json",
-                   "--poll-seconds", "0") == 0
+                   "--table", "gold.landing_summary", "--poll-seconds", "0") == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["bronze_table"] for r in rows][:2] == ["bronze.shop_binlog_events", "bronze.shop_sessions"]
 
-    assert run_cli("remote", "health", "--warehouse-id", WAREHOUSE, "--catalog", "cdc_dev", "--poll-seconds", "0") == 0
+    assert run_cli("remote", "health", "--warehouse-id", WAREHOUSE, "--catalog", "cdc_dev",
+                   "--table", "gold.landing_summary", "--poll-seconds", "0") == 0
     assert "bronze.shop_pg_shadow_transactions" in capsys.readouterr().out
 
 
@@ -679,3 +682,10 @@ def test_cli_failures_are_one_line_and_exit_codes(cli_env, capsys, monkeypatch):
     monkeypatch.setenv("DATABRICKS_TOKEN", "wrong")
     assert run_cli("remote", "follow") == 2
     assert "Invalid access token" in capsys.readouterr().err
+
+
+def test_health_reads_the_gold_replication_health_table_by_default(workspace, w):
+    workspace.add_table("cdc_dev.gold.replication_health", [("source", "STRING"), ("lag_seconds", "LONG")],
+                        [["shop", 3]])
+    result = health.health_summary(w, WAREHOUSE, "cdc_dev", poll_seconds=0, sleep=lambda s: None)
+    assert result.records() == [{"source": "shop", "lag_seconds": 3}]

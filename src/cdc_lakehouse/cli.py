@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
+from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
 
 PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_capture_commands(sub)
     add_remote_commands(sub)
+    add_dashboard_command(sub)
     return parser
 
 

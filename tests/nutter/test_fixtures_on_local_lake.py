@@ -143,3 +143,9 @@ def test_event_log_fixture_catches_a_failed_flow(local_lake) -> None:
         "status", F.when(F.col("flow") == "bronze.shop_binlog_events", F.lit("FAILED")).otherwise(F.col("status"))))
     found = failures("test_nutter_event_log.py", lake)
     assert list(found) == ["latest_update"] and "bronze.shop_binlog_events" in found["latest_update"]
+
+
+def test_gold_audit_fixture_catches_a_replica_ahead_of_its_audit(local_lake) -> None:
+    lake = TamperedLake(local_lake, gold__shop_orders=lambda df: df.unionByName(df.limit(1)))
+    found = failures("test_nutter_gold_audit.py", lake)
+    assert list(found) == ["replicas_at_the_watermark"] and "gold.shop_orders" in found["replicas_at_the_watermark"]

@@ -24,9 +24,9 @@ from databricks.sdk.service.sql import (
     StatementState,
 )
 
-# The table `remote health` prints by default: the gold summary that exists today. The gold
-# issue's replication-health table replaces it here when it lands (one constant).
-HEALTH_TABLE = "gold.landing_summary"
+# The table `remote health` prints by default: one row per source with replication lag, held
+# transactions, quarantined lines and anomalies (src/gold/health.py, docs/gold.md).
+HEALTH_TABLE = "gold.replication_health"
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 WAIT = "30s"  # the documented range is 5s..50s (or 0s: return at once)
 RUNNING = frozenset({StatementState.PENDING, StatementState.RUNNING})

@@ -1,0 +1,123 @@
+"""The audit views: every applied change and transaction with who, role, when and what.
+
+All are pinned to the watermark, like the replicas, so an auditor never sees a change that the
+replicas do not show yet.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.gold import images, inputs
+from cdc_lakehouse.gold.commit_point import at_point
+from cdc_lakehouse.gold.replicas import table_changes
+from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
+
+
+def applied() -> Column:
+    """A change that did something (NONE rows only carry anomalies)."""
+    return F.col("op") != "NONE"
+
+
+def watermarks(read, settings) -> DataFrame:
+    return read(inputs.gold_name(settings, REPLICATION_WATERMARK.name))
+
+
+def audit_log(read, settings) -> DataFrame:
+    """``gold.audit_log``: one row per applied change of every replicated table."""
+    points = watermarks(read, settings)
+    return inputs.union_all([_table_audit(read, settings, flow, points) for flow in settings.onboarding.flows])
+
+
+def _table_audit(read, settings, flow, points: DataFrame) -> DataFrame:
+    changes = table_changes(read(inputs.changes_table(settings, flow.source)), flow)
+    pinned = at_point(changes, points, flow.source).filter(applied())
+    return audit_rows(pinned, flow, inputs.gold_name(settings, flow.gold_table))
+
+
+def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
+    """Change stream rows of one table -> audit rows, with the flow's column filters applied."""
+    filters = flow.column_filters
+    op = F.col("op")
+    # silver keeps the image before the transaction in `before`, and the deleted image in `row`.
+    before = F.when(op != "INSERT", images.image(F.coalesce("before", F.when(op == "DELETE", F.col("row"))), filters))
+    with_images = changes.select(
+        "*",
+        before.alias("__before"),
+        F.when(op != "DELETE", images.image(F.col("row"), filters)).alias("__after"),
+        images.column_names(F.col("changed_columns"), filters).alias("__changed"),
+    )
+    return with_images.select(
+        "source", "schema", "table", F.lit(gold_table).alias("gold_table"), "key",
+        images.image(F.col("key"), filters).alias("key_values"),
+        op.alias("operation"), "commit_ts", "txn_id", "sequence", "user", "role",
+        F.col("__changed").alias("changed_columns"),
+        F.col("__before").alias("before"), F.col("__after").alias("after"),
+        images.changed_values(F.col("__changed"), F.col("__before"), F.col("__after")).alias("changed_values"),
+        "origin", "anomalies", F.col("op_count").cast("bigint").alias("op_count"),
+    )
+
+
+def audit_transactions(read, settings) -> DataFrame:
+    """``gold.audit_transactions``: every committed transaction up to the watermark."""
+    points = watermarks(read, settings)
+    parts = [
+        source_transactions(read(inputs.transactions_table(settings, s)), read(inputs.changes_table(settings, s)), points, s)
+        for s in inputs.sources(settings)
+    ]
+    return inputs.union_all(parts)
+
+
+def source_transactions(transactions: DataFrame, changes: DataFrame, points: DataFrame, source: str) -> DataFrame:
+    point = points.filter(F.col("source") == source).select(F.col("sequence").alias("__point"))
+    # The sequence of the changes applied is authoritative; a transaction without changes (DDL)
+    # has its own.
+    per_txn = changes.join(point, F.col("sequence") <= F.col("__point")).groupBy("txn_id").agg(
+        F.max("sequence").alias("__change_sequence"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list("anomalies")))).alias("anomalies"),
+    )
+    committed = transactions.filter(F.col("status") == "committed").join(per_txn, "txn_id", "left")
+    own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
+    with_sequence = committed.withColumn("sequence", F.coalesce("__change_sequence", own))
+    pinned = with_sequence.join(point, F.col("sequence") <= F.col("__point"))
+    duration = (F.unix_micros("commit_ts") - F.unix_micros("begin_ts")) / 1e6
+    return pinned.select(
+        "source", "txn_id", "commit_ts", "begin_ts", duration.alias("duration_s"), "sequence", "user", "role",
+        "client", "application", "tables", "rows_changed", "inserts", "updates", "deletes",
+        F.coalesce("anomalies", F.array().cast("array<string>")).alias("anomalies"),
+        "ddl", "server_id", "thread_id", "xid", "gtid", "position",
+    ).select(*[F.col(c).cast(t) for c, t in _types(AUDIT_TRANSACTIONS)])  # columns a capture lacks are NULL
+
+
+def _types(table) -> list[tuple[str, str]]:
+    return [(name, sql_type) for name, sql_type, _ in table.columns]
+
+
+def changes_by_user_day(audit: DataFrame) -> DataFrame:
+    """``gold.audit_changes_by_user_day`` from the audit log."""
+    op = F.col("operation")
+    return audit.groupBy(F.to_date("commit_ts").alias("day"), "source", "user", "role", "schema", "table").agg(
+        F.count(F.lit(1)).alias("changes"),
+        F.count_if(op == "INSERT").alias("inserts"),
+        F.count_if(op == "UPDATE").alias("updates"),
+        F.count_if(op == "DELETE").alias("deletes"),
+        F.count_distinct("txn_id").alias("transactions"),
+        F.min("commit_ts").alias("first_commit_ts"),
+        F.max("commit_ts").alias("last_commit_ts"),
+    ).select("source", "day", "user", "role", "schema", "table", "changes", "inserts", "updates", "deletes",
+             "transactions", "first_commit_ts", "last_commit_ts")
+
+
+def row_last_change(audit: DataFrame) -> DataFrame:
+    """``gold.audit_row_last_change``: per row, its last change and who made it."""
+    last = F.max_by(F.struct("gold_table", "key_values", "operation", "commit_ts", "txn_id", "user", "role",
+                             "changed_columns"), "sequence")
+    per_row = audit.groupBy("source", "schema", "table", "key").agg(
+        last.alias("last"), F.count(F.lit(1)).alias("changes"), F.min("commit_ts").alias("first_commit_ts"),
+    )
+    return per_row.select(
+        "source", "schema", "table", "last.gold_table", "key", "last.key_values", "last.operation",
+        "last.commit_ts", "last.txn_id", "last.user", "last.role", "last.changed_columns", "changes",
+        "first_commit_ts", (F.col("last.operation") != "DELETE").alias("row_exists"),
+    )

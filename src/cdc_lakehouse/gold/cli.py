@@ -1,0 +1,36 @@
+"""``cdc-lakehouse dashboard``: the Lakeview dashboard's queries, run on a local lake, as HTML.
+
+Imports nothing but the standard library at module level: the CLI registers this command on
+every machine, also where Spark is not installed (capture hosts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# In a checkout (or an editable install) the dashboard file sits next to the package.
+DASHBOARD_FILE = Path(__file__).resolve().parents[2] / "dashboards" / "cdc_lakehouse.lvdash.json"
+
+
+def add_dashboard_command(subparsers) -> None:
+    dashboard = subparsers.add_parser(
+        "dashboard", help="render the Lakeview dashboard's queries on a local lake as an HTML page with charts")
+    dashboard.add_argument("--lake", default=".lake")
+    dashboard.add_argument("--out", required=True, help="HTML file to write")
+    dashboard.add_argument("--dashboard", default=str(DASHBOARD_FILE), help="the .lvdash.json file")
+    dashboard.set_defaults(func=cmd_dashboard)
+
+
+def cmd_dashboard(args) -> int:
+    from cdc_lakehouse.gold import dashboard
+    from cdc_lakehouse.runtime.session import get_spark
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    spark = get_spark()
+    page = dashboard.render(spark, DeltaRsStore(spark, args.lake), dashboard.load(args.dashboard),
+                            title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(out)
+    return 0

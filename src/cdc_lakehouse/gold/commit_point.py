@@ -1,0 +1,87 @@
+"""Commit points: where in a source's commit order gold stands, and the changes up to it.
+
+Each source's silver change stream is one Delta table appended in whole transactions, in commit
+order, so any snapshot of it is a valid source state up to its last sequence. Gold reads only
+that stream (never the silver replicas, which are updated one after another and can disagree
+for a while) and pins everything of a source to one sequence: the watermark.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.gold import inputs, schemas
+
+POINT = "__commit_point"
+POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"
+
+
+def source_watermark(source: str, changes: DataFrame, gold_tables: list[str]) -> DataFrame:
+    """One row: the last sequence in ``changes`` (all of them, as read) and what it covers."""
+    applied = F.when(F.col("op") != "NONE", F.struct("txn_id", "schema", "table", "key"))
+    return changes.agg(
+        F.max("sequence").alias("sequence"),
+        F.max_by("commit_ts", "sequence").alias("commit_ts"),
+        F.max_by("txn_id", "sequence").alias("txn_id"),
+        F.count_distinct(F.when(F.col("op") != "NONE", F.col("txn_id"))).alias("transactions"),
+        F.count_distinct(applied).alias("changes"),
+        F.min("commit_ts").alias("first_commit_ts"),
+    ).select(
+        F.lit(source).alias("source"), "sequence", "commit_ts", "txn_id", "transactions", "changes",
+        "first_commit_ts", F.array(*[F.lit(t) for t in gold_tables]).cast("array<string>").alias("gold_tables"),
+        F.current_timestamp().alias("refreshed_at"),
+    )
+
+
+def replication_watermark(read, settings) -> DataFrame:
+    """``gold.replication_watermark``: one row per source. ``read(name)`` reads a table
+    (``dlt.read`` in the pipeline)."""
+    parts = [
+        source_watermark(
+            source, read(inputs.changes_table(settings, source)),
+            [inputs.gold_name(settings, f.gold_table) for f in inputs.flows_of(settings, source)],
+        )
+        for source in inputs.sources(settings)
+    ]
+    replicas = [name for source in inputs.sources(settings) for name in inputs.silver_replicas(settings, source)]
+    return after(inputs.union_all(parts), [df for _, df in inputs.existing(read, replicas)])
+
+
+def after(df: DataFrame, gates: list[DataFrame]) -> DataFrame:
+    """``df`` itself, but read after ``gates``: the pipeline then refreshes every gold table of a
+    source only once all its silver replicas are updated, so an update that fails or stops in
+    silver never leaves gold half refreshed. A zero-row anti join: nothing is read from them."""
+    if not gates:
+        return df
+    nothing = inputs.union_all([g.select(F.lit(1).alias("__gate")).limit(0) for g in gates])
+    return df.join(nothing, F.lit(False), "left_anti")
+
+
+def at_point(changes: DataFrame, points: DataFrame, source: str) -> DataFrame:
+    """The changes of ``source`` at or before its commit point in ``points`` (source, sequence),
+    each (transaction, table, row) once: a transaction re-emitted (redelivery, or a shadow
+    transaction recorded again with a later commit time) counts in its latest recording."""
+    point = points.filter(F.col("source") == source).select(F.col("sequence").alias(POINT))
+    pinned = changes.join(point, F.col("sequence") <= F.col(POINT)).drop(POINT)
+    latest = Window.partitionBy("txn_id", "schema", "table", "key").orderBy(F.col("sequence").desc())
+    return pinned.withColumn("__recording", F.row_number().over(latest)).filter("__recording = 1").drop("__recording")
+
+
+def commit_point(spark: SparkSession, source: str, position: int, txn: str) -> DataFrame:
+    """A commit point given by hand, e.g. the ``sequence`` of a row of gold.audit_transactions."""
+    return spark.createDataFrame([(source, (position, txn))], POINT_DDL)
+
+
+def commit_point_at(changes: DataFrame, source: str, when: datetime | str | Column) -> DataFrame:
+    """The commit point of ``source`` right after the last transaction committed at or before
+    ``when``; no row when nothing had committed yet."""
+    moment = when if isinstance(when, Column) else F.lit(when).cast("timestamp")
+    return (
+        changes.filter(F.col("commit_ts") <= moment)
+        .agg(F.max("sequence").alias("sequence"))
+        .filter(F.col("sequence").isNotNull())
+        .select(F.lit(source).alias("source"), "sequence")
+    )

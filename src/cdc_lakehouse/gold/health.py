@@ -1,0 +1,198 @@
+"""Replication health: lag, held transactions, quarantine and anomalies, rows per layer.
+
+Every builder takes ``read(name)`` (``dlt.read`` in the pipeline, a store's ``read`` in tests)
+and the pipeline settings, and reads only pipeline tables, so it runs the same on Databricks.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.bronze import landing
+from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
+from cdc_lakehouse.gold import inputs
+from cdc_lakehouse.gold.audit import watermarks
+
+HELD = ("open", "unterminated")
+NO_TABLE = "(none)"
+
+
+def seconds_between(later: Column, earlier: Column) -> Column:
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / 1e6
+
+
+# -- lag and held transactions --------------------------------------------------------------
+def replication_health(read, settings) -> DataFrame:
+    """``gold.replication_health``: one row per source."""
+    points = watermarks(read, settings)
+    return inputs.union_all([_source_health(read, settings, s, points) for s in inputs.sources(settings)])
+
+
+def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
+    point = points.filter(F.col("source") == source).select(
+        "source", "sequence", F.col("commit_ts").alias("last_commit_ts"), F.col("txn_id").alias("last_txn_id"),
+        F.current_timestamp().alias("measured_at"),
+    )
+    txn_stats = transaction_stats(read(inputs.transactions_table(settings, source)), point)
+    quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
+    anomalous = anomalous_changes(read(inputs.changes_table(settings, source))).agg(
+        F.count_distinct("__change").alias("anomalous_changes"))
+    return point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).select(
+        "source", "sequence", "last_commit_ts", "last_txn_id", "measured_at",
+        seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
+        "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
+        seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
+        "rolled_back_transactions", "quarantined_lines", "anomalous_changes",
+    )
+
+
+def transaction_stats(transactions: DataFrame, point: DataFrame) -> DataFrame:
+    """One row: the source's transactions by status, relative to the commit point."""
+    status = F.col("status")
+    committed, held = status == "committed", status.isin(*HELD)
+    own_sequence = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
+    after_point = own_sequence > F.col("__point")
+    return transactions.crossJoin(point.select(F.col("sequence").alias("__point"))).agg(
+        F.max(F.when(committed, F.col("commit_ts"))).alias("latest_seen_commit_ts"),
+        F.count_if(committed & (F.col("rows_changed") > 0) & after_point).alias("pending_transactions"),
+        F.count_if(held).alias("held_transactions"),
+        F.min(F.when(held, F.col("begin_ts"))).alias("oldest_held_begin_ts"),
+        F.count_if(status == "rolled_back").alias("rolled_back_transactions"),
+    )
+
+
+def held_transactions(read, settings) -> DataFrame:
+    """``gold.held_transactions``: one row per transaction begun but not committed yet."""
+    parts = []
+    for source in inputs.sources(settings):
+        held = read(inputs.transactions_table(settings, source)).filter(F.col("status").isin(*HELD))
+        parts.append(held.withColumn("measured_at", F.current_timestamp()).select(
+            "source", "txn_id", "status", "begin_ts",
+            seconds_between(F.col("measured_at"), F.col("begin_ts")).alias("age_seconds"),
+            "user", "role", "server_id", "thread_id", "gtid", "position", "measured_at",
+        ))
+    return inputs.union_all(parts)
+
+
+# -- quarantine and anomalies ---------------------------------------------------------------
+def quarantined_table() -> Column:
+    """The ``schema.table`` a quarantined line is about, when its folder or content says."""
+    shadow = F.concat_ws(".", F.regexp_extract("_source_file", SHADOW_FOLDER, 1),
+                         F.regexp_extract("_source_file", SHADOW_FOLDER, 2))
+    snapshot = F.regexp_extract("_source_file", SNAPSHOT_FOLDER, 1)
+    schema, table = F.get_json_object("_raw", "$.schema"), F.get_json_object("_raw", "$.table")
+    named = F.when(schema.isNotNull() & table.isNotNull(), F.concat_ws(".", schema, table))
+    return F.coalesce(F.nullif(shadow, F.lit(".")), F.nullif(snapshot, F.lit("")), named, F.lit(NO_TABLE))
+
+
+def quarantined_lines(read, settings, source: str) -> DataFrame:
+    """Every quarantined landing line of the source: table, reason, quarantine table, time."""
+    parts = []
+    for s, kind in landing_kinds(settings.onboarding):
+        if s == source:
+            name = landing.quarantine_name(settings.bronze, source, kind)
+            parts.append(read(name).select(
+                quarantined_table().alias("table"), F.col("_reason").alias("reason"),
+                F.lit(name).alias("quarantine_table"), F.col("_ingested_at").alias("ingested_at"),
+            ))
+    return inputs.union_all(parts)
+
+
+def anomalous_changes(changes: DataFrame) -> DataFrame:
+    """Change rows with anomalies, with ``table`` and a ``__change`` identity (re-emits count once)."""
+    return changes.filter(F.size("anomalies") > 0).select(
+        "*", F.concat_ws(".", "schema", "table").alias("__table"),
+        F.struct("txn_id", "schema", "table", "key").alias("__change"),
+    )
+
+
+def data_quality(read, settings) -> DataFrame:
+    """``gold.data_quality``: per source and table, quarantined lines and anomalous changes."""
+    return inputs.union_all([_source_quality(read, settings, s) for s in inputs.sources(settings)])
+
+
+def _source_quality(read, settings, source: str) -> DataFrame:
+    quarantine = quarantined_lines(read, settings, source).groupBy("table").agg(
+        F.count(F.lit(1)).alias("quarantined_lines"),
+        F.array_sort(F.collect_set("reason")).alias("quarantine_reasons"),
+        F.array_sort(F.collect_set("quarantine_table")).alias("quarantine_tables"),
+        F.max("ingested_at").alias("last_quarantined_at"),
+    )
+    changes = anomalous_changes(read(inputs.changes_table(settings, source)))
+    anomalies = changes.groupBy(F.col("__table").alias("table")).agg(
+        F.count_distinct("__change").alias("anomalous_changes"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list("anomalies")))).alias("anomalies"),
+    )
+    tables = quarantine.sparkSession.createDataFrame(
+        [(f.qualified_table,) for f in inputs.flows_of(settings, source)], "table string")
+    every = tables.join(quarantine, "table", "full").join(anomalies, "table", "full")
+    empty = F.array().cast("array<string>")
+    return every.select(
+        F.lit(source).alias("source"), "table",
+        F.coalesce("quarantined_lines", F.lit(0)).alias("quarantined_lines"),
+        F.coalesce("quarantine_reasons", empty).alias("quarantine_reasons"),
+        F.coalesce("quarantine_tables", empty).alias("quarantine_tables"),
+        "last_quarantined_at",
+        F.coalesce("anomalous_changes", F.lit(0)).alias("anomalous_changes"),
+        F.coalesce("anomalies", empty).alias("anomalies"),
+    )
+
+
+# -- rows per layer -------------------------------------------------------------------------
+def rows_per_layer(read, settings) -> DataFrame:
+    """``gold.rows_per_layer``: per replicated table, the rows about it in each layer's tables."""
+    parts = []
+    for source in inputs.sources(settings):
+        flows = inputs.flows_of(settings, source)
+        parts += _grouped_counts(read, settings, source, flows)
+        for flow in flows:
+            parts += _table_counts(read, settings, flow)
+    return inputs.union_all(parts)
+
+
+def _holders(settings, source: str, flows) -> list[tuple[str, str, str, Column]]:
+    """The tables that hold rows of all replicated tables of the source: name, layer, what a row
+    is, and which rows count."""
+    capture = {f.capture for f in flows}
+    holders = [(inputs.changes_table(settings, source), "silver", "net changes, one per transaction and row",
+                F.col("op") != "NONE"),
+               (inputs.gold_name(settings, "audit_log"), "gold", "applied changes", F.col("source") == source)]
+    if "binlog" in capture:
+        holders.append((landing.table_name(settings.bronze, source, BINLOG_EVENTS), "bronze",
+                        "binlog row events (one may carry several rows)", F.col("type").isin("insert", "update", "delete")))
+    if "shadow" in capture:
+        holders.append((landing.table_name(settings.bronze, source, SHADOW_CHANGES), "bronze",
+                        "shadow change rows, one per operation", F.lit(True)))
+    return holders
+
+
+def _grouped_counts(read, settings, source: str, flows) -> list[DataFrame]:
+    """Per holder table, its rows about each replicated table (0 when none)."""
+    holders = _holders(settings, source, flows)
+    spark = read(holders[0][0]).sparkSession
+    tables = spark.createDataFrame([(f.qualified_table, f.qualified_table.lower()) for f in flows],
+                                   "table string, __t string")
+    parts = []
+    for name, layer, what, rows_of in holders:
+        counts = read(name).filter(rows_of).groupBy(F.lower(F.concat_ws(".", "schema", "table")).alias("__t")).count()
+        parts.append(tables.join(counts, "__t", "left").select(
+            F.lit(source).alias("source"), "table", F.lit(layer).alias("layer"), F.lit(name).alias("dataset"),
+            F.lit(what).alias("what"), F.coalesce("count", F.lit(0)).cast("bigint").alias("rows"),
+        ))
+    return parts
+
+
+def _table_counts(read, settings, flow) -> list[DataFrame]:
+    tables = [(f"{settings.silver}.{flow.silver_table}", "silver", "current rows (SCD1 replica)"),
+              (inputs.gold_name(settings, flow.gold_table), "gold", "rows at the commit point (gold replica)")]
+    if flow.scd2_table:
+        tables.insert(1, (f"{settings.silver}.{flow.scd2_table}", "silver", "row versions (SCD2 history)"))
+    found = dict(inputs.existing(read, [name for name, _, _ in tables]))
+    return [
+        found[name].agg(F.count(F.lit(1)).alias("rows")).select(
+            F.lit(flow.source).alias("source"), F.lit(flow.qualified_table).alias("table"), F.lit(layer).alias("layer"),
+            F.lit(name).alias("dataset"), F.lit(what).alias("what"), "rows",
+        )
+        for name, layer, what in tables if name in found
+    ]

@@ -1,0 +1,30 @@
+# Gold: replication health. Lag per source (last commit applied vs the update's time), held
+# transactions and their age, quarantined lines and anomalies per table, rows per layer.
+# gold.replication_health is what `cdc-lakehouse remote health` prints. See docs/gold.md.
+import dlt
+
+from cdc_lakehouse.gold import health
+from cdc_lakehouse.gold.schemas import DATA_QUALITY, HELD_TRANSACTIONS, REPLICATION_HEALTH, ROWS_PER_LAYER
+from cdc_lakehouse.settings import PipelineSettings
+
+settings = PipelineSettings.from_spark(spark)
+
+
+@dlt.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
+def replication_health():
+    return health.replication_health(dlt.read, settings)
+
+
+@dlt.materialized_view(**HELD_TRANSACTIONS.options(settings.gold))
+def held_transactions():
+    return health.held_transactions(dlt.read, settings)
+
+
+@dlt.materialized_view(**DATA_QUALITY.options(settings.gold))
+def data_quality():
+    return health.data_quality(dlt.read, settings)
+
+
+@dlt.materialized_view(**ROWS_PER_LAYER.options(settings.gold))
+def rows_per_layer():
+    return health.rows_per_layer(dlt.read, settings)

@@ -1,0 +1,418 @@
+"""Gold on the shop fixtures (binlog source): coherent replicas while silver is half updated,
+replicas as of a past commit point, the audit question of CONTRACT §7, health, comments, and the
+dashboard (its queries on the lake, and the HTML rendered in headless Chromium).
+
+One pipeline history is shared by the module, in three runs:
+1. sessions and binlog files 1-2: GTID 0-1-299 (order 59 and its items) begins in file 2 and
+   commits in file 3, so it is held;
+2. file 3, the snapshot and two bad lines, stopped by a crash right after silver.shop_orders is
+   committed and before silver.shop_order_items is: silver is torn, order 59 is in the orders
+   replica and its items are not in the items replica;
+3. the same again, to the end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.config import load_onboarding
+from cdc_lakehouse.gold import audit, dashboard, health, schemas
+from cdc_lakehouse.gold.commit_point import replication_watermark
+from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
+from cdc_lakehouse.runtime.catalog import run_sql
+from cdc_lakehouse.runtime.loader import load_pipeline
+from cdc_lakehouse.runtime.runner import pipeline_configuration, run_pipeline
+from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.storage import DeltaRsStore
+from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_rows, onboarding_for, run_project
+
+SOURCE = "shop"
+CHANGES = "silver.shop_changes"
+CRASH_AFTER = "silver.shop_orders"  # the replica updated before silver.shop_order_items
+SPLIT_GTID = "0-1-299"  # the transaction that inserts order 59 and its three items
+BAD_LINES = [
+    # a row event without rows: quarantined, about shop.orders
+    {"server_id": 1, "file": "mysql-bin.000009", "pos": 4, "ts": 1772449000, "type": "update", "schema": "shop",
+     "table": "orders", "primary_key": ["order_id"], "rows": []},
+    "this line is not JSON",
+]
+ORDER_42 = (
+    "SELECT user, role, operation, changed_values FROM gold.audit_log "
+    "WHERE source = 'shop' AND `table` = 'orders' AND key_values['order_id'] = '42' ORDER BY sequence"
+)
+
+
+class Crash(Exception):
+    pass
+
+
+@dataclass
+class History:
+    lake: Path
+    settings: PipelineSettings
+    store: DeltaRsStore
+    after_first: dict[str, int] = field(default_factory=dict)  # table -> Delta version after run 1
+    at_crash: dict[str, int] = field(default_factory=dict)  # table -> Delta version at the crash
+    crashed_after: str = ""  # the silver replica whose commit the crash followed
+    commits: list[str] = field(default_factory=list)  # tables committed in run 2, in order
+    last_commits: list[str] = field(default_factory=list)  # and in run 3
+    states: dict = field(default_factory=dict)
+
+    def flow(self, table: str):
+        return next(f for f in self.settings.onboarding.flows if f.table_name == table)
+
+    def read(self, name: str, versions: dict[str, int] | None = None):
+        return self.store.read(name, versions[name] if versions else None)
+
+    def watermark(self, versions: dict[str, int] | None = None):
+        return self.read("gold.replication_watermark", versions).filter(F.col("source") == SOURCE).first()["sequence"]
+
+    def as_of(self, table: str, point):
+        """The replica as of ``point``, from the final change stream (computed once)."""
+        key = (table, tuple(point))
+        if key not in self.states:
+            self.states[key] = replica_as_of(self.store.read(CHANGES), self.flow(table), point).cache()
+        return self.states[key]
+
+
+def _deliver(landing: Path, paths: list[Path]) -> None:
+    for src in paths:
+        dest = landing / src.relative_to(FIXTURES / "landing")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dest, dirs_exist_ok=True)
+        else:
+            shutil.copy(src, dest)
+
+
+def _versions(store: DeltaRsStore) -> dict[str, int]:
+    return {t.name: t.version for t in store.list_tables()}
+
+
+def _crash_after(history: History, replica: str):
+    def hook(stage: str, table: str) -> None:
+        if stage == "after":
+            history.commits.append(table)
+        if stage == "after" and table == replica and not history.crashed_after:
+            history.crashed_after = table
+            raise Crash(f"stopped after the commit to {table}")
+
+    return hook
+
+
+def _run_with(spark, landing: Path, lake: Path, onboarding: Path, store: DeltaRsStore) -> None:
+    configuration = {"cdc_lakehouse.landing_path": str(landing), "cdc_lakehouse.onboarding_file": str(onboarding)}
+    run_pipeline(spark, PROJECT_SOURCES, lake, configuration, store=store)
+
+
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory) -> History:
+    tmp = tmp_path_factory.mktemp("gold")
+    landing, lake, onboarding = tmp / "landing", tmp / "lake", onboarding_for(tmp, {SOURCE})
+    settings = PipelineSettings(landing_path=str(landing), onboarding=load_onboarding(onboarding))
+    shop = FIXTURES / "landing" / SOURCE
+    h = History(lake, settings, DeltaRsStore(spark, lake))
+
+    _deliver(landing, [shop / "sessions", shop / "binlog/mysql-bin.000001.jsonl", shop / "binlog/mysql-bin.000002.jsonl"])
+    run_project(spark, landing, lake, onboarding)
+    h.after_first = _versions(h.store)
+
+    _deliver(landing, [shop / "binlog/mysql-bin.000003.jsonl", shop / "snapshot"])
+    (landing / SOURCE / "binlog/zz-bad.jsonl").write_text(
+        "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in BAD_LINES))
+    crashing = DeltaRsStore(spark, lake, commit_hook=_crash_after(h, CRASH_AFTER))
+    with pytest.raises(Crash):
+        _run_with(spark, landing, lake, onboarding, crashing)
+    h.at_crash = _versions(h.store)
+
+    recording = DeltaRsStore(spark, lake, commit_hook=lambda stage, table: stage == "after" and h.last_commits.append(table))
+    _run_with(spark, landing, lake, onboarding, recording)
+    return h
+
+
+def _same_rows(actual, expected) -> None:
+    assertDataFrameEqual(actual.select(*expected.columns), expected)
+
+
+# -- coherence ------------------------------------------------------------------------------
+def _order_59(orders, items) -> tuple[int, int]:
+    return orders.filter("order_id = 59").count(), items.filter("order_id = 59").count()
+
+
+def test_silver_is_torn_at_the_crash(history):
+    """The hazard gold must not pass on: at the crash silver shows half of a transaction."""
+    assert history.crashed_after == CRASH_AFTER
+    orders, items = (history.read(f"silver.shop_{t}", history.at_crash) for t in ("orders", "order_items"))
+    assert _order_59(orders, items) == (1, 0)
+    old, new = history.watermark(history.after_first), history.watermark()
+    _same_rows(orders, history.as_of("orders", new))
+    _same_rows(items, history.as_of("order_items", old))
+    assert history.read("gold.audit_transactions").filter(F.col("gtid") == SPLIT_GTID).first()["sequence"] > old
+
+
+def test_gold_replicas_stay_at_one_commit_point_while_silver_is_torn(history):
+    point = history.watermark(history.at_crash)
+    assert point == history.watermark(history.after_first)
+    gold = {t: history.read(f"gold.{history.flow(t).gold_table}", history.at_crash) for t in TABLES}
+    assert _order_59(gold["orders"], gold["order_items"]) == (0, 0)
+    for table in TABLES:
+        _same_rows(gold[table], history.as_of(table, point))
+
+
+def test_gold_refreshed_over_torn_silver_is_coherent(spark, history):
+    """A gold refresh at the moment of the crash (the pipeline's own functions, on the lake as the
+    crash left it): every replica at the same, newer commit point."""
+    at_crash = DeltaRsStore(spark, history.lake)
+
+    def read(name):
+        return at_crash.read(name, history.at_crash.get(name))
+
+    points = replication_watermark(read, history.settings)
+    point = points.filter(F.col("source") == SOURCE).first()["sequence"]
+    assert point == history.watermark() and point != history.watermark(history.after_first)
+    gold = {t: replica_at(read(CHANGES), history.flow(t), points) for t in TABLES}
+    assert _order_59(gold["orders"], gold["order_items"]) == (1, 3)
+    for table in TABLES:
+        _same_rows(gold[table], history.as_of(table, point))
+
+
+def test_gold_waits_for_every_silver_replica_of_the_source(history):
+    """Gold replicas are refreshed only after all silver replicas, so a stop in silver never
+    leaves them half refreshed: the crash left every gold table as it was."""
+    gold = {f"gold.{history.flow(t).gold_table}" for t in TABLES} | {"gold.replication_watermark"}
+    silver = {f"silver.{t}" for f in history.settings.onboarding.flows for t in (f.silver_table, f.scd2_table) if t}
+    assert not gold & set(history.commits)
+    assert all(history.at_crash[name] == history.after_first[name] for name in gold)
+    order = history.last_commits
+    assert max(order.index(t) for t in silver & set(order)) < min(order.index(t) for t in gold)
+
+
+def test_gold_replicas_equal_the_source_state(spark, history):
+    for table in TABLES:
+        replica = history.read(f"gold.{history.flow(table).gold_table}")
+        rows = expected_rows(SOURCE, table)
+        expected = spark.createDataFrame([tuple(r.get(f.name) for f in replica.schema.fields) for r in rows], replica.schema)
+        assertDataFrameEqual(replica, expected)
+        _same_rows(history.read(f"silver.{history.flow(table).silver_table}"), replica)
+
+
+def test_watermark_is_the_last_transaction_applied(history):
+    row = history.read("gold.replication_watermark").first()
+    changes = history.read(CHANGES)
+    last = changes.orderBy(F.col("sequence").desc()).first()
+    assert (row["source"], row["sequence"], row["txn_id"], row["commit_ts"]) == (
+        SOURCE, last["sequence"], last["txn_id"], last["commit_ts"])
+    applied = changes.filter("op <> 'NONE'")
+    assert row["changes"] == applied.select("txn_id", "schema", "table", "key").distinct().count()
+    in_file_order = ("customers", "products", "orders", "order_items")
+    assert row["gold_tables"] == [f"gold.{history.flow(t).gold_table}" for t in in_file_order]
+
+
+def test_replica_as_of_a_past_commit_point(history):
+    """The replicas as of the first run's commit point, computed from today's change stream,
+    equal what gold showed back then (when later transactions had not even landed)."""
+    past = history.watermark(history.after_first)
+    assert past != history.watermark()
+    for table in TABLES:
+        flow = history.flow(table)
+        _same_rows(history.as_of(table, past), history.read(f"gold.{flow.gold_table}", history.after_first))
+
+
+def test_as_of_sql_pattern_over_the_audit_log(spark, history):
+    """docs/gold.md's SQL: orders as of a transaction, from gold.audit_log alone."""
+    past = history.watermark(history.after_first)
+    query = f"""
+        SELECT CAST(last.after['order_id'] AS BIGINT) AS order_id, last.after['status'] AS status
+        FROM (SELECT max_by(struct(operation, after), sequence) AS last
+              FROM gold.audit_log
+              WHERE source = 'shop' AND schema = 'shop' AND `table` = 'orders'
+                AND sequence <= (SELECT sequence FROM gold.audit_transactions
+                                 WHERE source = 'shop' AND txn_id = '{past["txn"]}')
+              GROUP BY key)
+        WHERE last.operation <> 'DELETE'"""
+    then = history.read("gold.shop_orders", history.after_first).select("order_id", "status")
+    assertDataFrameEqual(run_sql(spark, history.store, query), then)
+
+
+# -- audit ----------------------------------------------------------------------------------
+def test_who_changed_order_42_with_which_role_and_what(history, capsys):
+    from cdc_lakehouse.cli import main
+
+    assert main(["sql", "--lake", str(history.lake), "--json", ORDER_42]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["user"], r["role"], r["operation"]) for r in rows] == [
+        ("alice", "app_writer", "INSERT"), ("carol", "support", "UPDATE"),
+        ("dave", "admin", "UPDATE"), ("bob", "app_writer", "UPDATE"),
+    ]
+    assert rows[0]["changed_values"]["status"] == {"before": None, "after": "new"}
+    assert rows[1]["changed_values"] == {"status": {"before": "new", "after": "on_hold"}}
+    assert rows[2]["changed_values"] == {"status": {"before": "on_hold", "after": "paid"},
+                                         "total": {"before": "161.47", "after": "160.11"}}
+    assert rows[3]["changed_values"] == {"status": {"before": "paid", "after": "shipped"}}
+
+
+def test_audit_log_has_every_applied_change_once_with_who_and_what(history):
+    log = history.read("gold.audit_log")
+    applied = history.read(CHANGES).filter("op <> 'NONE'").select("txn_id", "schema", "table", "key").distinct()
+    assertDataFrameEqual(log.select("txn_id", "schema", "table", "key"), applied)
+    incomplete = log.filter(
+        F.col("user").isNull() | F.col("role").isNull() | F.col("commit_ts").isNull() | F.col("sequence").isNull()
+        | (F.size("changed_columns") == 0)
+        | ~F.col("operation").isin("INSERT", "UPDATE", "DELETE")
+        | ((F.col("operation") == "INSERT") & (F.col("before").isNotNull() | F.col("after").isNull()))
+        | ((F.col("operation") == "DELETE") & (F.col("after").isNotNull() | F.col("before").isNull()))
+        | (F.array_sort(F.map_keys("changed_values")) != F.array_sort("changed_columns"))
+    )
+    assert incomplete.count() == 0, incomplete.limit(3).collect()
+
+
+def test_audit_transactions_are_the_committed_transactions_with_changes(history):
+    txns = history.read("gold.audit_transactions")
+    silver = history.read("silver.shop_transactions").filter("status = 'committed'")
+    assertDataFrameEqual(txns.select("txn_id", "user", "role", "rows_changed", "tables"),
+                         silver.select("txn_id", "user", "role", "rows_changed", "tables"))
+    order_59 = txns.filter(F.col("gtid") == SPLIT_GTID).first()  # the transaction split across runs
+    assert {"shop.orders", "shop.order_items"} <= set(order_59["tables"]) and order_59["inserts"] == 4
+
+
+def test_auditor_views(history):
+    last = history.read("gold.audit_row_last_change").filter(
+        "source = 'shop' AND `table` = 'orders' AND key_values['order_id'] = '42'").first()
+    assert (last["user"], last["role"], last["operation"], last["changes"], last["row_exists"]) == (
+        "bob", "app_writer", "UPDATE", 4, True)
+    by_day = history.read("gold.audit_changes_by_user_day")
+    assert by_day.agg(F.sum("changes")).first()[0] == history.read("gold.audit_log").count()
+    alice = by_day.filter("user = 'alice'").select("role").distinct().collect()
+    assert [r["role"] for r in alice] == ["app_writer"]
+
+
+# -- health ---------------------------------------------------------------------------------
+def test_held_transaction_and_its_age_while_its_commit_has_not_landed(history):
+    held = history.read("gold.held_transactions", history.after_first).collect()
+    assert [(r["txn_id"], r["status"], r["gtid"]) for r in held] == [("gtid:0-1-299", "open", "0-1-299")]
+    assert held[0]["age_seconds"] > 0
+    row = history.read("gold.replication_health", history.after_first).first()
+    assert (row["held_transactions"], row["oldest_held_begin_ts"]) == (1, held[0]["begin_ts"])
+    assert history.read("gold.held_transactions").count() == 0
+
+
+def test_replication_health_after_the_last_run(history):
+    row = history.read("gold.replication_health").first()
+    watermark = history.read("gold.replication_watermark").first()
+    assert (row["source"], row["sequence"], row["last_commit_ts"]) == (SOURCE, watermark["sequence"], watermark["commit_ts"])
+    assert row["lag_seconds"] > 0 and row["pending_transactions"] == 0 and row["held_transactions"] == 0
+    assert (row["rolled_back_transactions"], row["quarantined_lines"], row["anomalous_changes"]) == (14, 2, 0)
+
+
+def test_quarantine_counted_per_table(history):
+    quality = {r["table"]: r for r in history.read("gold.data_quality").collect()}
+    assert set(quality) == {"shop.customers", "shop.products", "shop.orders", "shop.order_items", health.NO_TABLE}
+    assert (quality["shop.orders"]["quarantined_lines"], quality[health.NO_TABLE]["quarantined_lines"]) == (1, 1)
+    assert quality["shop.orders"]["quarantine_tables"] == ["bronze.shop_binlog_events_quarantine"]
+    assert quality["shop.customers"]["quarantined_lines"] == 0
+
+
+def test_rows_per_layer(history):
+    rows = {(r["table"], r["dataset"]): r["rows"] for r in history.read("gold.rows_per_layer").collect()}
+    for table in TABLES:
+        flow = history.flow(table)
+        gold = rows[(flow.qualified_table, f"gold.{flow.gold_table}")]
+        assert gold == rows[(flow.qualified_table, f"silver.{flow.silver_table}")] == len(expected_rows(SOURCE, table))
+        audited = history.read("gold.audit_log").filter(F.col("table") == table).count()
+        assert rows[(flow.qualified_table, "gold.audit_log")] == audited <= rows[(flow.qualified_table, CHANGES)]
+        assert rows[(flow.qualified_table, "bronze.shop_binlog_events")] > 0
+
+
+# -- comments and declared schemas ----------------------------------------------------------
+def test_every_gold_dataset_has_a_comment_and_column_comments(spark, history):
+    configuration = {"cdc_lakehouse.landing_path": history.settings.landing_path,
+                     "cdc_lakehouse.onboarding_file": history.settings.onboarding.path}
+    with pipeline_configuration(spark, configuration):
+        graph = load_pipeline(spark, [p for p in PROJECT_SOURCES if "/gold/" in p])
+    fixed = {f"gold.{t.name}": t for t in schemas.FIXED}
+    for name, dataset in graph.datasets.items():
+        assert dataset.comment, f"{name} has no comment"
+        if name in fixed:
+            assert dataset.schema == fixed[name].ddl
+            assert all(c for _, _, c in fixed[name].columns), f"{name}: a column without comment"
+    assert set(fixed) <= set(graph.datasets)
+
+
+BUILDERS = {
+    "replication_watermark": lambda read, s: replication_watermark(read, s),
+    "audit_log": audit.audit_log,
+    "audit_transactions": audit.audit_transactions,
+    "audit_changes_by_user_day": lambda read, s: audit.changes_by_user_day(read("gold.audit_log")),
+    "audit_row_last_change": lambda read, s: audit.row_last_change(read("gold.audit_log")),
+    "replication_health": health.replication_health,
+    "held_transactions": health.held_transactions,
+    "data_quality": health.data_quality,
+    "rows_per_layer": health.rows_per_layer,
+}
+
+
+@pytest.mark.parametrize("table", schemas.FIXED, ids=lambda t: t.name)
+def test_builders_return_exactly_the_declared_columns_and_types(spark, history, table):
+    """On Databricks the declared schema must match the query, not just be castable to it."""
+    from pyspark.sql.types import StructType
+
+    built = BUILDERS[table.name](history.store.read, history.settings).schema
+    declared = StructType.fromDDL(table.ddl)
+    assert [(f.name, f.dataType.simpleString()) for f in built.fields] == [
+        (f.name, f.dataType.simpleString()) for f in declared.fields]
+
+
+# -- dashboard ------------------------------------------------------------------------------
+def test_every_dashboard_query_runs_on_the_lake(spark, history):
+    board = dashboard.load()
+    datasets = dashboard.dataset_queries(board)
+    queries = dashboard.LakeQueries(spark, history.store)
+    filled = {name for name, sql in datasets.items() if queries.rows(sql)[1]}
+    assert filled >= {"replication_health", "data_quality", "rows_per_layer", "activity", "changes_by_user_role",
+                      "biggest_transactions", "recent_changes", "landing_summary"}
+    used = set()
+    for widget in dashboard.widgets(board):
+        if widget.kind != "text":
+            queries.rows(dashboard.widget_sql(widget, datasets))
+            used.add(widget.query["datasetName"])
+    assert used == set(datasets), "a dataset no widget shows"
+
+
+def test_dashboard_html_renders_its_charts_in_headless_chromium(history, tmp_path):
+    import argparse
+
+    from cdc_lakehouse.gold.cli import add_dashboard_command
+
+    parser = argparse.ArgumentParser()
+    add_dashboard_command(parser.add_subparsers())
+    page = tmp_path / "dashboard.html"
+    args = parser.parse_args(["dashboard", "--lake", str(history.lake), "--out", str(page)])
+    assert args.func(args) == 0
+    charts = [w.name for w in dashboard.widgets(dashboard.load()) if w.kind in dashboard.CHARTS]
+    dom = _rendered_dom(page, tmp_path / "profile")
+    for name in charts:
+        chart = dom.split(f'id="chart-{name}"', 1)
+        assert len(chart) == 2, f"chart {name} missing"
+        assert "main-svg" in chart[1].split('id="chart-', 1)[0], f"chart {name} did not render"
+
+
+def _rendered_dom(page: Path, profile: Path) -> str:
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.fail("headless Chromium is needed: run .ci/browser (Debian package chromium)")
+    command = [
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
