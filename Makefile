@@ -20,6 +20,8 @@ demo: install
 	$(BIN)/cdc-lakehouse run --lake $(LAKE) --full-refresh
 	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
 	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.landing_summary ORDER BY source, bronze_table"
+	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.replication_health"
+	$(BIN)/cdc-lakehouse dashboard --lake $(LAKE) --out $(LAKE)/dashboard.html
 
 # PostgreSQL and MariaDB binaries for the live capture tests (installed, never started here).
 services:
