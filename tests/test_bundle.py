@@ -643,14 +643,10 @@ def test_job_wheel_tasks_match_the_package(tasks: dict[str, dict[str, Any]], job
 
 
 def test_job_wheel_parameters_parse_with_the_cli(tasks: dict[str, dict[str, Any]]) -> None:
-    """Once `snapshot reconcile` and `housekeeping` exist in cdc_lakehouse.cli, the job's
-    parameters must parse with them (skipped until the snapshot/housekeeping issue lands)."""
+    """The job's python_wheel_task parameters parse with the real `cdc-lakehouse` CLI."""
     from cdc_lakehouse.cli import build_parser
 
     parser = build_parser()
-    choices = next(a.choices for a in parser._subparsers._group_actions)  # noqa: SLF001
-    if not {"snapshot", "housekeeping"} <= set(choices):
-        pytest.skip("`cdc-lakehouse snapshot reconcile` / `housekeeping` are not in the CLI yet")
     values = target_variables(TARGET_NAMES[0])
     for key, task in tasks.items():
         if "python_wheel_task" in task:

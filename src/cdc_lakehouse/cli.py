@@ -15,6 +15,7 @@ from rich.table import Table
 from cdc_lakehouse.capture.cli import add_capture_commands
 from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
+from cdc_lakehouse.snapshot.cli import add_housekeeping_command, add_snapshot_commands
 
 PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
 PROJECT_ROOT = PACKAGE_SRC.parent
@@ -162,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_capture_commands(sub)
     add_remote_commands(sub)
     add_dashboard_command(sub)
+    add_snapshot_commands(sub)
+    add_housekeeping_command(sub)
     return parser
 
 

@@ -14,6 +14,7 @@ from cdc_lakehouse.cdc import apply as cdc_apply
 
 VERSION = "__snapshot_version"
 IS_DELETE = "__snapshot_delete"
+OP = "__snapshot_op"
 
 
 def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[str], version) -> DataFrame:
@@ -22,6 +23,31 @@ def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[
     snap = snapshot.withColumn(VERSION, version).withColumn(IS_DELETE, F.lit(False))
     if current is None:
         return snap
+    joined, in_snap, in_target, differs = _compare(snapshot, current, keys)
+    changed = joined.filter(~in_target | ~in_snap | differs)
+    return changed.select(
+        *[F.when(in_snap, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in snapshot.columns],
+        version.alias(VERSION),
+        (~in_snap).alias(IS_DELETE),
+    )
+
+
+def diff_ops(snapshot: DataFrame, current: DataFrame, keys: list[str]) -> DataFrame:
+    """The key columns and ``__snapshot_op`` (INSERT, UPDATE or DELETE) of every key whose row
+    differs between ``snapshot`` and ``current``; identical keys are left out.
+
+    Only the columns of ``snapshot`` are compared, so callers that pass narrow frames (keys plus a
+    digest of the values) shuffle a few bytes per row instead of whole rows (snapshot reconcile).
+    """
+    joined, in_snap, in_target, differs = _compare(snapshot, current, keys)
+    op = F.when(~in_target, F.lit("INSERT")).when(~in_snap, F.lit("DELETE")).otherwise(F.lit("UPDATE"))
+    return joined.filter(~in_target | ~in_snap | differs).select(
+        *[F.coalesce(F.col(f"s.{k}"), F.col(f"t.{k}")).alias(k) for k in keys], op.alias(OP)
+    )
+
+
+def _compare(snapshot: DataFrame, current: DataFrame, keys: list[str]):
+    """Full outer join by key; presence on each side and whether a non-key value differs."""
     values = [c for c in snapshot.columns if c not in keys]
     s, t = snapshot.alias("s"), current.select(*snapshot.columns).alias("t")
     joined = s.join(t, [F.col(f"s.{k}") == F.col(f"t.{k}") for k in keys], "full_outer")
@@ -30,12 +56,7 @@ def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[
     differs = F.lit(False)
     for c in values:
         differs = differs | ~F.col(f"s.{c}").eqNullSafe(F.col(f"t.{c}"))
-    changed = joined.filter(~in_target | ~in_snap | differs)
-    return changed.select(
-        *[F.when(in_snap, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in snapshot.columns],
-        version.alias(VERSION),
-        (~in_snap).alias(IS_DELETE),
-    )
+    return joined, in_snap, in_target, differs
 
 
 def _version_literal(version):

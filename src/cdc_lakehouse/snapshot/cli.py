@@ -1,0 +1,168 @@
+"""``cdc-lakehouse snapshot reconcile|diff`` and ``cdc-lakehouse housekeeping``.
+
+Locally the commands address a lake directory (``--lake DIR``); in the Databricks job they
+address Unity Catalog tables (``--catalog C``), exactly one of the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
+
+
+def add_snapshot_commands(subparsers) -> None:
+    snapshot = subparsers.add_parser("snapshot", help="turn full snapshots into corrective changes (CONTRACT §5)")
+    commands = snapshot.add_subparsers(dest="snapshot_command", required=True)
+
+    reconcile = commands.add_parser(
+        "reconcile", help="compare new complete snapshots with the replicas; write their corrective changes",
+    )
+    _where(reconcile)
+    _onboarding(reconcile)
+    reconcile.add_argument("--landing", required=True, help="landing root (<landing>/<source>/snapshot/...)")
+    reconcile.add_argument("--json", action="store_true")
+    reconcile.set_defaults(func=cmd_reconcile)
+
+    diff = commands.add_parser("diff", help="dry run: count the corrective changes of one snapshot, write nothing")
+    _where(diff)
+    _onboarding(diff, required=False)
+    diff.add_argument("--table", required=True, help="the replica to compare with, e.g. silver.shop_products")
+    diff.add_argument("--snapshot", required=True, help="the snapshot folder (<...>/snapshot/<schema>.<table>/<id>)")
+    diff.add_argument("--json", action="store_true")
+    diff.set_defaults(func=cmd_diff)
+
+
+def add_housekeeping_command(subparsers) -> None:
+    from cdc_lakehouse.housekeeping.run import STEPS
+
+    hk = subparsers.add_parser(
+        "housekeeping", help="compaction, tombstone expiry, landing archive, shadow acks, OPTIMIZE/VACUUM",
+    )
+    _where(hk)
+    _onboarding(hk)
+    hk.add_argument("--landing", required=True)
+    hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
+    hk.add_argument("--tombstone-hours", type=float, help="expire tombstones older than this (default: retention)")
+    hk.add_argument("--archive-after-hours", type=float,
+                    help="archive committed landing files older than this (default: retention)")
+    hk.add_argument("--allow-short-retention", action="store_true",
+                    help="accept a retention below Delta's 168 h safety limit")
+    hk.add_argument("--skip", action="append", choices=STEPS, default=[], help="leave a step out (repeatable)")
+    hk.add_argument("--json", action="store_true")
+    hk.set_defaults(func=cmd_housekeeping)
+
+
+def _where(parser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--lake", help="local lake directory (delta-rs)")
+    where.add_argument("--catalog", help="Unity Catalog catalog (Databricks job compute)")
+
+
+def _onboarding(parser, required: bool = True) -> None:
+    default = str(REPO_CONFIG) if REPO_CONFIG.exists() else None
+    parser.add_argument("--config", default=default, required=required and default is None,
+                        help="onboarding file (default: conf/onboarding.yml of the repo)")
+    parser.add_argument("--env", default="dev", help="onboarding environment (default dev)")
+    parser.add_argument("--silver-schema", default="silver")
+    parser.add_argument("--bronze-schema", default="bronze")
+
+
+def _load_onboarding(args):
+    from cdc_lakehouse.config import load_onboarding
+
+    return load_onboarding(args.config, env=args.env) if args.config else None
+
+
+# -- commands -----------------------------------------------------------------------------
+def cmd_reconcile(args) -> int:
+    from cdc_lakehouse.snapshot.reconcile import reconcile_landing
+    from cdc_lakehouse.snapshot.tables import open_store
+
+    onboarding = _load_onboarding(args)  # fail fast on a bad file, before Spark starts
+    spark, store = open_store(args)
+    outcomes = reconcile_landing(spark, store, onboarding, Path(args.landing), args.silver_schema)
+    _print_outcomes([o.as_dict() for o in outcomes], args.json, "snapshot reconcile")
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from cdc_lakehouse.snapshot.reconcile import diff_snapshot
+    from cdc_lakehouse.snapshot.tables import open_store
+
+    onboarding = _load_onboarding(args)
+    spark, store = open_store(args)
+    outcome = diff_snapshot(spark, store, Path(args.snapshot), args.table, onboarding, args.silver_schema)
+    _print_outcomes([outcome.as_dict()], args.json, f"snapshot diff (dry run) against {args.table}")
+    return 0 if outcome.status == "dry_run" else 1
+
+
+def cmd_housekeeping(args) -> int:
+    from cdc_lakehouse.housekeeping.maintenance import RetentionTooShort, check_retention
+    from cdc_lakehouse.housekeeping.run import Options, housekeeping
+    from cdc_lakehouse.snapshot.tables import open_store
+
+    onboarding = _load_onboarding(args)
+    try:
+        check_retention(args.retention_hours, args.allow_short_retention)  # before Spark starts
+    except RetentionTooShort as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        return 2
+    options = Options(
+        retention_hours=args.retention_hours, tombstone_hours=args.tombstone_hours,
+        archive_after_hours=args.archive_after_hours, allow_short_retention=args.allow_short_retention,
+        skip=frozenset(args.skip), bronze=args.bronze_schema, silver=args.silver_schema,
+    )
+    spark, store = open_store(args)
+    report = housekeeping(spark, store, onboarding, Path(args.landing), Path(args.lake) if args.lake else None, options)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        Console().print_json(json.dumps(_summary(report), default=str))
+    return 0
+
+
+# -- output -------------------------------------------------------------------------------
+COUNTS = ("snapshot_rows", "replica_rows", "inserts", "updates", "deletes", "unchanged", "superseded")
+
+
+def _print_outcomes(rows: list[dict], as_json: bool, title: str) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table(title=title)
+    for column in ("source", "table", "snapshot", "status", *COUNTS, "reason"):
+        table.add_column(column)
+    for r in rows:
+        counts = r["counts"] or {}
+        table.add_row(r["source"], r["table"], r["snapshot_id"], r["status"],
+                      *[str(counts.get(c, "")) for c in COUNTS], r["reason"] or "")
+    Console().print(table)
+
+
+def _summary(report: dict) -> dict:
+    """The report without the list of archived file names."""
+    shown = dict(report)
+    result = (shown.get("archive") or {}).get("result")
+    if isinstance(result, dict):
+        shown["archive"] = {**shown["archive"], "result": {k: v for k, v in result.items() if k != "files"}}
+    return shown
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A parser with only these commands (tests; the real one is cdc_lakehouse.cli)."""
+    parser = argparse.ArgumentParser(prog="cdc-lakehouse")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_snapshot_commands(sub)
+    add_housekeeping_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

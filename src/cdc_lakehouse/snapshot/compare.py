@@ -1,0 +1,307 @@
+"""Snapshot vs current replica, partition-parallel by key, never collected on the driver.
+
+Two passes over the snapshot:
+
+1. *Narrow compare.* Each snapshot row is parsed with the replica's column types, run through
+   the flow's column filters (so a hashed e-mail compares with a hashed e-mail), and reduced to
+   its key columns plus a 128-bit digest of its other values. Grouping by key counts rows and
+   finds duplicate keys; a full outer join with the replica's (key, digest) gives the op of
+   every key that differs (``cdc.snapshot.diff_ops``). Only keys and digests are shuffled.
+2. *Rows of the difference.* Only for the keys that differ are full rows fetched: the snapshot
+   line (the source's own JSON) for INSERT/UPDATE, the replica row for UPDATE/DELETE. The join
+   strategy follows the size of the difference, as the patent suggests: a small difference is
+   broadcast to the tasks reading the big sides (hash join, no shuffle of the table); a large
+   one is joined by a shuffle sort-merge join.
+
+A key whose replica state (the AUTO CDC state table) was applied at a sequence later than the
+snapshot's is *superseded*: a change committed after the snapshot's position already decided
+it, so no correction is written (AUTO CDC would ignore one anyway).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from cdc_lakehouse.cdc.apply import SEQ, state_table_name
+from cdc_lakehouse.cdc.snapshot import OP, diff_ops
+from cdc_lakehouse.silver import keys as canonical_keys
+from cdc_lakehouse.silver.filters import apply_column_filters
+from cdc_lakehouse.silver.net_change import changed_columns
+
+LINE, KEY, N, D1, D2 = "__line", "__key", "__n", "__d1", "__d2"
+BROADCAST_LIMIT = 2_000_000  # differing keys up to which the difference is broadcast
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One replicated table as reconcile sees it (from the onboarding flow)."""
+
+    source: str
+    table: str  # "<schema>.<table>" at the source
+    keys: tuple[str, ...]  # replica (silver) key columns
+    replica: str  # e.g. silver.shop_products
+    filters: object | None = None  # onboarding ColumnFilters
+    column_list: tuple[str, ...] | None = None
+    except_columns: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_flow(cls, flow, silver_schema: str = "silver") -> "TableSpec":
+        return cls(
+            source=flow.source, table=flow.qualified_table, keys=tuple(flow.keys),
+            replica=f"{silver_schema}.{flow.silver_table}", filters=flow.column_filters,
+            column_list=tuple(flow.column_list) if flow.column_list else None,
+            except_columns=frozenset(flow.except_column_list),
+        )
+
+    @property
+    def state(self) -> str:
+        return state_table_name(self.replica)
+
+    def source_name(self, column: str) -> str:
+        return self.filters.source_name(column) if self.filters is not None else column
+
+    def silver_name(self, column: str) -> str:
+        return self.filters.silver_name(column) if self.filters is not None else column
+
+    @property
+    def source_keys(self) -> list[str]:
+        return [self.source_name(k) for k in self.keys]
+
+    def replicated(self, silver_column: str) -> bool:
+        """Whether a silver column can be in the replica at all (column_list / except list)."""
+        if self.column_list is not None:
+            return silver_column in self.column_list
+        return silver_column not in self.except_columns
+
+    def removed_at_source(self, source_column: str) -> bool:
+        return self.filters is not None and source_column in self.filters.drop
+
+
+@dataclass
+class Counts:
+    snapshot_rows: int = 0
+    replica_rows: int = 0
+    keyless_rows: int = 0
+    duplicate_keys: int = 0
+    duplicate_examples: list = field(default_factory=list)
+    ops: dict = field(default_factory=dict)  # op -> corrective changes written
+    superseded: dict = field(default_factory=dict)  # op -> differences a later change decided
+
+    @property
+    def unchanged(self) -> int:
+        return self.snapshot_rows - self.ops.get("INSERT", 0) - self.ops.get("UPDATE", 0) - sum(
+            n for op, n in self.superseded.items() if op != "DELETE"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "snapshot_rows": self.snapshot_rows, "replica_rows": self.replica_rows,
+            "inserts": self.ops.get("INSERT", 0), "updates": self.ops.get("UPDATE", 0),
+            "deletes": self.ops.get("DELETE", 0), "unchanged": self.unchanged,
+            "superseded": sum(self.superseded.values()),
+        }
+
+
+def _no_string() -> Column:
+    return F.lit(None).cast("string")
+
+
+# -- reading the snapshot ------------------------------------------------------------------
+def read_lines(spark, parts: list[Path]) -> DataFrame:
+    """One row per non-blank line of the part files (``.gz`` decompressed by Spark)."""
+    if not parts:
+        return spark.createDataFrame([], f"{LINE} string")
+    text = spark.read.text([str(p) for p in parts])
+    return text.filter(F.trim("value") != "").select(F.col("value").alias(LINE))
+
+
+def first_row_columns(parts: list[Path]) -> list[str]:
+    """The columns of the snapshot's first row: a table dump's rows all have the same columns,
+    so this names columns the replica does not have yet without a pass over the data."""
+    for part in parts:
+        opener = gzip.open if part.name.endswith(".gz") else open
+        with opener(part, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        return []
+                    return list(row) if isinstance(row, dict) else []
+    return []
+
+
+def canonical_key(line: Column, source_keys: list[str]) -> Column:
+    """The key as silver writes it (canonical JSON, values as text); NULL when a key value is
+    missing or the line is not a JSON object."""
+    values = F.from_json(line, "map<string,string>")
+    present = F.lit(True)
+    for k in source_keys:
+        present = present & values[k].isNotNull()
+    pairs = F.map_from_arrays(F.array(*[F.lit(k) for k in source_keys]), F.array(*[values[k] for k in source_keys]))
+    return F.when(F.coalesce(present, F.lit(False)), canonical_keys.canonical(pairs))
+
+
+# -- pass 1: narrow compare ----------------------------------------------------------------
+def parse_schema(replica: DataFrame, spec: TableSpec, snapshot_columns: list[str]) -> StructType:
+    """Source-named columns with the replica's types; hashed/masked columns as text (their
+    replica type is the filter's output), snapshot-only columns as text."""
+    filtered = set(spec.filters.hash) | set(spec.filters.mask) if spec.filters is not None else set()
+    fields, names = [], set()
+    for f in replica.schema.fields:
+        name = spec.source_name(f.name)
+        fields.append(StructField(name, StringType() if name in filtered else f.dataType))
+        names.add(name)
+    for column in snapshot_columns:
+        new = column not in names and not spec.removed_at_source(column)
+        if new and spec.replicated(spec.silver_name(column)):
+            fields.append(StructField(column, StringType()))
+    return StructType(fields)
+
+
+def typed_rows(lines: DataFrame, spec: TableSpec, schema: StructType) -> DataFrame:
+    """The snapshot as the replica would hold it: typed, filtered, silver column names."""
+    parsed = lines.select(LINE, F.from_json(LINE, schema).alias("__r")).select(LINE, "__r.*")
+    return apply_column_filters(parsed, spec.filters)
+
+
+def compared_columns(typed: DataFrame, spec: TableSpec) -> list[str]:
+    return [c for c in typed.columns if c != LINE and c not in spec.keys]
+
+
+def with_digest(df: DataFrame, columns: list[str]) -> DataFrame:
+    """Two xxhash64 digests (128 bits) of the values. Spark's hashes skip NULLs, so a mask of
+    which values are NULL goes in too: (NULL, 'a') and ('a', NULL) must not digest alike."""
+    nulls = F.concat(F.lit("#"), *[F.when(F.col(c).isNull(), "1").otherwise("0") for c in columns])
+    values = [F.col(c) for c in columns]
+    return df.withColumns({D1: F.xxhash64(nulls, *values), D2: F.xxhash64(F.lit("second digest"), nulls, *values)})
+
+
+def replica_digests(replica: DataFrame, columns: list[str], keys: list[str]) -> DataFrame:
+    missing = {c: F.lit(None).cast("string") for c in columns if c not in replica.columns}
+    return with_digest(replica.withColumns(missing), columns).select(*keys, D1, D2)
+
+
+def group_by_key(narrow: DataFrame, keys: list[str]) -> DataFrame:
+    """One row per key with its row count; a duplicated key keeps one digest, but is reported."""
+    return narrow.groupBy(*keys).agg(F.count(F.lit(1)).alias(N), F.max(D1).alias(D1), F.max(D2).alias(D2))
+
+
+def key_checks(grouped: DataFrame, keys: list[str], counts: Counts) -> None:
+    """Rows, rows without a (parseable) key, duplicate keys and a few examples: one pass."""
+    keyless = F.lit(False)
+    for k in keys:
+        keyless = keyless | F.col(k).isNull()
+    row = grouped.agg(
+        F.sum(N).alias("rows"),
+        F.sum(F.when(keyless, F.col(N)).otherwise(0)).alias("keyless"),
+        F.sum(F.when(~keyless & (F.col(N) > 1), 1).otherwise(0)).alias("dups"),
+    ).first()
+    counts.snapshot_rows, counts.keyless_rows, counts.duplicate_keys = int(row["rows"] or 0), int(row["keyless"] or 0), int(row["dups"] or 0)
+    if counts.duplicate_keys:
+        examples = grouped.filter(~keyless & (F.col(N) > 1)).orderBy(F.col(N).desc(), *keys).limit(3)
+        counts.duplicate_examples = [
+            {**{("key" if k == KEY else k): r[k] for k in keys}, "rows": r[N]} for r in examples.select(*keys, N).collect()
+        ]
+
+
+def superseded_keys(ops: DataFrame, state: DataFrame | None, keys: list[str], sequence: Column, small: bool) -> DataFrame:
+    """Keys of ``ops`` that AUTO CDC applied at a sequence after the snapshot's."""
+    if state is None:
+        return ops.limit(0).select(*keys)
+    wanted = F.broadcast(ops.select(*keys)) if small else ops.select(*keys)
+    return state.join(wanted, keys, "left_semi").filter(F.col(SEQ) > sequence).select(*keys)
+
+
+def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec: TableSpec,
+            sequence: Column, counts: Counts) -> DataFrame | None:
+    """The ops (key columns + ``__snapshot_op``) of the keys to correct; None when the snapshot
+    has keyless rows or duplicate keys (see ``counts``). The result is persisted: it is small
+    (the difference) and read by several steps."""
+    keys = list(spec.keys)
+    columns = compared_columns(typed, spec)
+    grouped = group_by_key(with_digest(typed, columns).select(*keys, D1, D2), keys).persist()
+    key_checks(grouped, keys, counts)
+    if counts.keyless_rows or counts.duplicate_keys:
+        grouped.unpersist()
+        return None
+    ops = diff_ops(grouped.select(*keys, D1, D2), replica_digests(replica, columns, keys), keys).persist()
+    raw = {r[OP]: r["n"] for r in ops.groupBy(OP).agg(F.count(F.lit(1)).alias("n")).collect()}
+    small = sum(raw.values()) <= BROADCAST_LIMIT
+    late = superseded_keys(ops, state, keys, sequence, small).withColumn("__late", F.lit(True))
+    marked = ops.join(F.broadcast(late) if small else late, keys, "left").persist()
+    by_op = marked.groupBy(OP, F.col("__late").isNotNull().alias("late")).count().collect()
+    counts.ops = {r[OP]: r["count"] for r in by_op if not r["late"]}
+    counts.superseded = {r[OP]: r["count"] for r in by_op if r["late"]}
+    grouped.unpersist()
+    ops.unpersist()
+    return marked.filter(F.col("__late").isNull()).drop("__late")
+
+
+# -- pass 2: rows of the difference ------------------------------------------------------
+def image(df: DataFrame, spec: TableSpec) -> Column:
+    """A replica row as a JSON image with source column names (NULLs kept, as binlog images)."""
+    named = [F.col(c).alias(spec.source_name(c)) for c in df.columns]
+    return F.to_json(F.struct(*named), {"ignoreNullFields": "false"})
+
+
+def differing_columns(columns: list[str], spec: TableSpec) -> Column:
+    """Source names of the values that differ, compared as the replica holds them."""
+    marks = [F.when(~F.col(f"s.{c}").eqNullSafe(F.col(f"r.{c}")), F.lit(spec.source_name(c))) for c in columns]
+    return F.array_sort(F.filter(F.array(*marks), lambda x: x.isNotNull())) if marks else F.array().cast("array<string>")
+
+
+def difference_rows(typed: DataFrame, replica: DataFrame, ops: DataFrame, spec: TableSpec, small: bool) -> DataFrame:
+    """key, op, row, before, changed_columns of every correction."""
+    keys = list(spec.keys)
+    pick = (lambda df: F.broadcast(df)) if small else (lambda df: df)
+    columns = compared_columns(typed, spec)
+    snap = typed.join(pick(ops.filter(F.col(OP) != "DELETE")), keys)
+    rep = replica.join(pick(ops.filter(F.col(OP) != "INSERT")), keys)
+    rep = rep.select(*keys, OP, image(replica, spec).alias("__image"), *[c for c in replica.columns if c not in keys])
+    src_keys = spec.source_keys
+    inserts = snap.filter(F.col(OP) == "INSERT").select(
+        canonical_key(F.col(LINE), src_keys).alias("key"), F.lit("INSERT").alias("op"), F.col(LINE).alias("row"),
+        _no_string().alias("before"), changed_columns(_no_string(), F.col(LINE)).alias("changed_columns"),
+    )
+    deletes = rep.filter(F.col(OP) == "DELETE").select(
+        canonical_key(F.col("__image"), src_keys).alias("key"), F.lit("DELETE").alias("op"),
+        F.col("__image").alias("row"), F.col("__image").alias("before"),
+        changed_columns(F.col("__image"), _no_string()).alias("changed_columns"),
+    )
+    s, r = snap.filter(F.col(OP) == "UPDATE").alias("s"), _with_columns(rep, columns).alias("r")
+    updates = s.join(r, [F.col(f"s.{k}") == F.col(f"r.{k}") for k in keys]).select(
+        canonical_key(F.col(f"s.{LINE}"), src_keys).alias("key"), F.lit("UPDATE").alias("op"),
+        F.col(f"s.{LINE}").alias("row"), F.col("r.__image").alias("before"),
+        differing_columns(columns, spec).alias("changed_columns"),
+    )
+    return inserts.unionByName(updates).unionByName(deletes)
+
+
+def _with_columns(df: DataFrame, columns: list[str]) -> DataFrame:
+    """Snapshot-only columns are NULL on the replica side."""
+    return df.withColumns({c: F.lit(None).cast("string") for c in columns if c not in df.columns})
+
+
+# -- first snapshot of a table: every row an INSERT ------------------------------------
+def seed_rows(lines: DataFrame, spec: TableSpec, counts: Counts) -> DataFrame | None:
+    """No replica yet: the snapshot seeds it. Only the keys are parsed (to find keyless rows and
+    duplicates); the rows go on as the source's own JSON text."""
+    src_keys = spec.source_keys
+    keyed = lines.select(LINE, canonical_key(F.col(LINE), src_keys).alias(KEY))
+    grouped = keyed.groupBy(KEY).agg(F.count(F.lit(1)).alias(N), F.lit(0).alias(D1))
+    key_checks(grouped, [KEY], counts)
+    if counts.keyless_rows or counts.duplicate_keys:
+        return None
+    counts.ops = {"INSERT": counts.snapshot_rows}
+    return keyed.select(
+        F.col(KEY).alias("key"), F.lit("INSERT").alias("op"), F.col(LINE).alias("row"),
+        _no_string().alias("before"), changed_columns(_no_string(), F.col(LINE)).alias("changed_columns"),
+    )

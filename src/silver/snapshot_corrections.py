@@ -1,0 +1,33 @@
+# Silver: corrective changes from reconciled snapshots (CONTRACT §5), appended to each source's
+# change stream next to its binlog or shadow changes. `cdc-lakehouse snapshot reconcile` (a job
+# step before the pipeline update: this pipeline cannot read the replicas it builds) writes them
+# under <landing>/<source>/corrections/<schema>.<table>/<snapshot_id>.jsonl in the change-stream
+# shape. They carry the snapshot's position as sequence, so AUTO CDC lets changes committed after
+# that position win. See docs/snapshots.md.
+import dlt
+
+from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, FILE_FILTER, READ_OPTIONS, corrections_uri
+
+settings = PipelineSettings.from_spark(spark)
+
+
+def define_snapshot_corrections(source: str) -> None:
+    folder = corrections_uri(settings.landing_path, source)
+
+    @dlt.append_flow(target=f"{settings.silver}.{source}_changes", name=f"{source}_snapshot_corrections")
+    def snapshot_corrections():
+        # JSON with an explicit schema: no inference, and `row`/`before` stay the text written.
+        return (
+            spark.readStream.format("cloudFiles")
+            .option("cloudFiles.format", "json")
+            .option("pathGlobFilter", FILE_FILTER)
+            .options(**READ_OPTIONS)
+            .schema(CHANGE_STREAM_SCHEMA)
+            .load(folder)
+        )
+
+
+# Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).
+for source in sorted(set(settings.sources("binlog")) | set(settings.sources("shadow"))):
+    define_snapshot_corrections(source)

@@ -1,0 +1,229 @@
+"""`snapshot reconcile` / `snapshot diff` against crafted replicas: which corrections, in which
+shape and order, and which snapshots are not read (incomplete) or quarantined (with why)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.snapshot.cli import build_parser, main
+from cdc_lakehouse.snapshot.corrections import read_corrections
+from cdc_lakehouse.snapshot.sequence import SORTS_LAST
+from cdc_lakehouse.storage import DeltaRsStore
+from test_snapshot_support import T0, product, products_onboarding, reconcile, write_snapshot
+
+PRODUCT = "product_id long, name string, price double"
+STATE = "product_id long, __seq struct<position: long, txn: string>, __deleted boolean, __updated_at timestamp"
+POSITION = {"file": "mysql-bin.000002", "pos": 500}
+LSN = (2 << 32) + 500
+
+
+@pytest.fixture
+def onboarding(tmp_path):
+    return products_onboarding(tmp_path, scd_type=1)
+
+
+def make_replica(spark, lake, rows, state=None, table="silver.shop_products", schema=PRODUCT):
+    store = DeltaRsStore(spark, lake)
+    store.overwrite(table, spark.createDataFrame(rows, schema))
+    if state is not None:
+        store.overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(state, STATE))
+    return store
+
+
+def corrections_of(spark, landing, snapshot_id, table="shop.products"):
+    return read_corrections(spark, landing / "shop" / "corrections" / table / f"{snapshot_id}.jsonl")
+
+
+def status_of(landing, snapshot_id, table="shop.products"):
+    return json.loads((landing / "shop" / "corrections" / table / f"_{snapshot_id}.status.json").read_text())
+
+
+def test_corrections_are_exactly_the_difference(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0), (3, "c", 3.0), (5, "e", None)])
+    write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b2", 2.0), product(4, "d", 4.0),
+                                   product(5, "e", 5.0)], position=POSITION, parts=2)
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+
+    assert outcome.status == "reconciled"
+    assert outcome.counts == {"snapshot_rows": 4, "replica_rows": 4, "inserts": 1, "updates": 2, "deletes": 1,
+                              "unchanged": 1, "superseded": 0}
+    changes = corrections_of(spark, landing, "s1")
+    assertDataFrameEqual(changes.select("op", "key", "row", "before", "changed_columns"), spark.createDataFrame([
+        ("INSERT", '{"product_id":"4"}', '{"product_id": 4, "name": "d", "price": 4.0}', None,
+         ["name", "price", "product_id"]),
+        ("UPDATE", '{"product_id":"2"}', '{"product_id": 2, "name": "b2", "price": 2.0}',
+         '{"product_id":2,"name":"b","price":2.0}', ["name"]),
+        ("UPDATE", '{"product_id":"5"}', '{"product_id": 5, "name": "e", "price": 5.0}',
+         '{"product_id":5,"name":"e","price":null}', ["price"]),
+        ("DELETE", '{"product_id":"3"}', '{"product_id":3,"name":"c","price":3.0}',
+         '{"product_id":3,"name":"c","price":3.0}', ["name", "price", "product_id"]),
+    ], "op string, key string, row string, before string, changed_columns array<string>"))
+    assertDataFrameEqual(
+        changes.select("source", "schema", "table", "txn_id", "sequence", "user", "role", "origin", "op_count",
+                       "anomalies").distinct(),
+        spark.createDataFrame([("shop", "shop", "products", "snapshot:s1", (LSN, f"{SORTS_LAST}snapshot:s1"),
+                                "snapshot", "snapshot", "snapshot", 1, [])], changes.select(
+            "source", "schema", "table", "txn_id", "sequence", "user", "role", "origin", "op_count", "anomalies").schema),
+    )
+    assert status_of(landing, "s1")["changes"] == 4
+
+
+def test_column_filters_apply_before_comparing(spark, tmp_path):
+    """A hashed column compares hashed; a renamed one under its silver name; corrections keep
+    the source's names and values (silver filters them again on the way to the replica)."""
+    onboarding = products_onboarding(tmp_path, scd_type=1, column_filters={"hash": ["name"], "rename": {"price": "unit_price"}})
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    replica = spark.createDataFrame([(1, "a", 1.0), (2, "b", 2.0)], PRODUCT).select(
+        "product_id", F.sha2("name", 256).alias("name"), F.col("price").alias("unit_price"))
+    DeltaRsStore(spark, lake).overwrite("silver.shop_products", replica)
+    write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.5)])
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert (outcome.counts["updates"], outcome.counts["unchanged"]) == (1, 1)
+    assertDataFrameEqual(corrections_of(spark, landing, "s1").select("key", "changed_columns"),
+                         spark.createDataFrame([('{"product_id":"2"}', ["price"])], "key string, changed_columns array<string>"))
+
+
+@pytest.mark.parametrize("with_replica, example", [
+    (False, """{'key': '{"product_id":"2"}', 'rows': 2}"""), (True, "{'product_id': 2, 'rows': 2}"),
+], ids=["first snapshot", "against a replica"])
+def test_duplicate_keys_quarantine_the_snapshot(spark, tmp_path, onboarding, with_replica, example):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    if with_replica:
+        make_replica(spark, lake, [(1, "a", 1.0)])
+    write_snapshot(landing, "dup", [product(1, "a", 1.0), product(2, "b", 2.0), product(2, "b?", 2.1), product(3, "c", 3.0)])
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert outcome.status == "quarantined"
+    assert outcome.reason == (f"duplicate keys: 1 key(s) occur in more than one row, e.g. [{example}]; "
+                              "a snapshot holds one row per key, and picking one would be a guess")
+    assert status_of(landing, "dup")["status"] == "quarantined"
+    assert not (landing / "shop/corrections/shop.products/dup.jsonl").exists()
+    assert reconcile(spark, landing, lake, onboarding) == []  # recorded: not compared again
+
+
+def test_incomplete_manifest_is_not_read(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1, "a", 1.0)], complete=False)
+    write_snapshot(landing, "s2", [product(1, "a", 1.0)], manifest=False, taken_at=T0 + timedelta(hours=1))
+    outcomes = reconcile(spark, landing, lake, onboarding)
+    assert [(o.snapshot_id, o.status, o.reason) for o in outcomes] == [
+        ("s1", "waiting", "manifest is not complete yet"), ("s2", "waiting", "no _manifest.json yet")]
+    assert list((landing / "shop/corrections").rglob("*")) == []
+
+    write_snapshot(landing, "s1", [product(1, "a", 1.0)], complete=True)
+    assert [(o.snapshot_id, o.status) for o in reconcile(spark, landing, lake, onboarding)] == [
+        ("s2", "waiting"), ("s1", "reconciled")]
+
+
+def test_reconcile_twice_writes_nothing_new(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0)])
+    write_snapshot(landing, "s1", [product(1, "z", 1.0)])
+    [first] = reconcile(spark, landing, lake, onboarding)
+    written = {p: p.stat().st_mtime_ns for p in (landing / "shop/corrections").rglob("*")}
+    assert reconcile(spark, landing, lake, onboarding) == []
+    assert {p: p.stat().st_mtime_ns for p in (landing / "shop/corrections").rglob("*")} == written
+    assert first.counts["updates"] == 1 and not list((landing / "shop/corrections").rglob(".*"))
+
+
+@pytest.mark.parametrize("snapshot, reason", [
+    (dict(row_count=5), "manifest says row_count 5, the part files hold 1 rows"),
+    (dict(key=("sku",)), "manifest key ['sku'] differs from the replica's key ['product_id']"),
+    (dict(position={"txn_end_ts": "2026-03-01T12:00:00Z"}), "position shadow does not fit a binlog source"),
+    (dict(position={"file": "mysql-bin.000001"}), "invalid manifest: position must be"),
+    (dict(rows=[{"name": "no key"}]), "1 row(s) have no value for key ['product_id']"),
+    (dict(rows=[{"product_id": "x1", "name": "a", "price": 1.0}], replica=True), "1 row(s) have no value for key"),
+])
+def test_invalid_snapshots_are_quarantined_with_the_reason(spark, tmp_path, onboarding, snapshot, reason):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    if snapshot.pop("replica", False):
+        make_replica(spark, lake, [(1, "a", 1.0)])
+    write_snapshot(landing, "bad", snapshot.pop("rows", [product(1, "a", 1.0)]), **snapshot)
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert (outcome.status, outcome.reason[:len(reason)]) == ("quarantined", reason)
+
+
+def test_latest_pending_snapshot_wins_older_ones_are_skipped(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0)])
+    for i, name in enumerate(["old", "new", "mid"]):
+        write_snapshot(landing, name, [product(1, name, 1.0)], taken_at=T0 + timedelta(hours={"old": 0, "mid": 1, "new": 2}[name]))
+    outcomes = {o.snapshot_id: (o.status, o.reason) for o in reconcile(spark, landing, lake, onboarding)}
+    assert outcomes == {"old": ("skipped", "superseded by the later snapshot new"),
+                        "mid": ("skipped", "superseded by the later snapshot new"), "new": ("reconciled", None)}
+    write_snapshot(landing, "late", [product(1, "late", 1.0)], taken_at=T0 + timedelta(hours=1, minutes=30))
+    [late] = reconcile(spark, landing, lake, onboarding)
+    assert (late.status, late.reason) == ("skipped", "taken before snapshot new, which is already reconciled")
+
+
+def test_next_snapshot_waits_until_the_previous_corrections_are_applied(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.0)])  # seeds: no replica yet
+    [seed] = reconcile(spark, landing, lake, onboarding)
+    assert seed.sequence["position"] == 1  # "as of now" with an empty change stream: just after 0
+    write_snapshot(landing, "s2", [product(1, "a", 1.0)], taken_at=T0 + timedelta(hours=1))
+    [waiting] = reconcile(spark, landing, lake, onboarding)
+    assert (waiting.status, waiting.reason) == (
+        "waiting", "2 correction(s) of snapshot s1 are not applied yet: run the pipeline first")
+
+    applied = (1, f"{SORTS_LAST}snapshot:s1")  # as AUTO CDC records the seed's inserts
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)],
+                 state=[(1, applied, False, None), (2, applied, False, None)])
+    [done] = reconcile(spark, landing, lake, onboarding)
+    assert (done.status, done.counts["deletes"]) == ("reconciled", 1)
+
+
+def test_as_of_now_sorts_after_everything_in_the_change_stream(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    store = make_replica(spark, lake, [(1, "a", 1.0)])
+    store.overwrite("silver.shop_changes", spark.createDataFrame(
+        [((LSN, "xid:9"),), ((LSN + 7, f"{SORTS_LAST}snapshot:earlier"),)], "sequence struct<position: long, txn: string>"))
+    write_snapshot(landing, "now", [product(1, "b", 1.0)], position=None)
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert outcome.sequence["position"] == LSN + 8
+
+
+def test_sequence_ties_sort_after_the_position_and_before_later_commits(spark):
+    """U+10FFFF sorts after any transaction id at the same position, ASCII or not."""
+    ids = ["xid:99", "gtid:0-1-5", "pos:1:mysql-bin.000002:500", "7475", "zz", "\u00e9t\u00e9", "\U0001F600", "\uffff"]
+    rows = [((LSN, t), t) for t in ids] + [((LSN, f"{SORTS_LAST}snapshot:s1"), "correction"), ((LSN + 1, "xid:100"), "later")]
+    ordered = [r["what"] for r in spark.createDataFrame(rows, "seq struct<position: long, txn: string>, what string")
+               .orderBy("seq").collect()]
+    assert ordered[-2:] == ["correction", "later"]
+
+
+def test_diff_is_a_dry_run_that_prints_the_counts(spark, tmp_path, onboarding, capsys):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)])
+    folder = write_snapshot(landing, "s1", [product(1, "a", 1.5), product(3, "c", 3.0)])
+    assert main(["snapshot", "diff", "--lake", str(lake), "--table", "silver.shop_products",
+                 "--snapshot", str(folder), "--config", str(onboarding), "--json"]) == 0
+    [printed] = json.loads(capsys.readouterr().out)
+    assert (printed["status"], printed["counts"]) == ("dry_run", {
+        "snapshot_rows": 2, "replica_rows": 2, "inserts": 1, "updates": 1, "deletes": 1, "unchanged": 0, "superseded": 0})
+    assert not (landing / "shop" / "corrections").exists()
+
+
+def test_reconcile_command(spark, tmp_path, onboarding, capsys):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1, "a", 1.0)])
+    assert main(["snapshot", "reconcile", "--lake", str(lake), "--config", str(onboarding),
+                 "--landing", str(landing), "--json"]) == 0
+    [printed] = json.loads(capsys.readouterr().out)
+    assert (printed["status"], printed["counts"]["inserts"]) == ("reconciled", 1)
+
+
+def test_job_parameters_parse():
+    """The job's task parameters (resources/cdc_lakehouse.job.yml), --catalog instead of --lake."""
+    parser = build_parser()
+    reconcile_args = parser.parse_args(["snapshot", "reconcile", "--catalog", "main", "--config", "f.yml", "--landing", "/v"])
+    hk = parser.parse_args(["housekeeping", "--catalog", "main", "--config", "f.yml", "--landing", "/v",
+                            "--retention-hours", "720"])
+    assert (reconcile_args.catalog, hk.retention_hours) == ("main", 720.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["snapshot", "reconcile", "--catalog", "c", "--lake", "l", "--landing", "/v"])
