@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.cdc.widening import fit_to_target
 from cdc_lakehouse.storage import UpsertSpec
 
 SEQ = "__seq"
@@ -146,25 +147,48 @@ def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:
 
 # -- applying -------------------------------------------------------------------------------
 def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, table_opts: dict) -> int:
-    prepared, data = prepare_changes(changes, spec)
+    if _nothing_typed_yet(changes, spec):
+        return 0
+    prepared, data = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys)
     events = events.unionByName(_truncate_deletes(prepared, state, spec, data)) if spec.apply_as_truncates is not None else events
     latest = latest_per_key(events, spec.keys)
-    effective = _newer_than_state(latest, state, spec.keys)
-    if not batch.already_committed(target):
-        if spec.scd_type == 2:
-            _write_history(store, target, events, state, spec, data, batch, table_opts)
-        else:
-            store.upsert(
-                target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
-                batch.commit(), **table_opts,
-            )
-    written = 0
-    if not batch.already_committed(state_name):
-        written = store.upsert(state_name, _state_rows(effective, spec.keys), UpsertSpec(tuple(spec.keys)), batch.commit())
-    return written
+    # Both MERGEs below read `effective`: computed once, and against the part of the state
+    # within the batch's key range only (file statistics skip the rest of the state).
+    effective = _newer_than_state(latest, _within_key_range(state, latest, spec.keys[0]), spec.keys).persist()
+    try:
+        if not batch.already_committed(target):
+            if spec.scd_type == 2:
+                _write_history(store, target, events, state, spec, data, batch, table_opts)
+            else:
+                store.upsert(
+                    target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
+                    batch.commit(), **table_opts,
+                )
+        written = 0
+        if not batch.already_committed(state_name):
+            rows = _state_rows(effective, spec.keys)
+            written = store.upsert(state_name, rows, UpsertSpec(tuple(spec.keys)), batch.commit())
+        return written
+    finally:
+        effective.unpersist()
+
+
+def _nothing_typed_yet(changes: DataFrame, spec: CdcSpec) -> bool:
+    """A table with no change yet: its rows are typed from its changes, so the empty batch has
+    no columns. There is nothing to apply; the target appears with its first change."""
+    return not all(k in changes.columns for k in spec.keys) and changes.isEmpty()
+
+
+def _within_key_range(state: DataFrame | None, latest: DataFrame, key: str) -> DataFrame | None:
+    if state is None:
+        return None
+    low, high = latest.agg(F.min(key), F.max(key)).first()
+    if low is None:
+        return state.limit(0)
+    return state.filter(F.col(key).between(F.lit(low), F.lit(high)))
 
 
 def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str]) -> DataFrame:

@@ -155,6 +155,10 @@ class DeltaRsStore:
         target = self._table(name)
         columns = [c for c in data.column_names if c != flag]
         match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*spec.keys, *spec.extra_match_columns))
+        # Only target files whose statistics overlap the batch's keys can match: say so, so
+        # that delta-rs skips the others instead of reading the whole table.
+        bounds = _key_range(data, spec.keys[0])
+        match = f"{match} AND {bounds}" if bounds else match
         updates = {f"`{c}`": f"s.`{c}`" for c in columns}
         keep = None if flag is None else f"NOT s.`{flag}`"
         merger = target.merge(
@@ -227,3 +231,16 @@ def _row_count(table: DeltaTable, only_files: set[str] | None = None) -> int:
     if any(c is None for c in wanted):
         raise RuntimeError(f"{table.table_uri}: a data file has no row count statistics")
     return int(sum(wanted))
+
+
+def _key_range(data: pa.Table, key: str) -> str | None:
+    """``t.key BETWEEN min AND max`` of the batch, for integer and text keys."""
+    column = data[key]
+    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return None
+    bounds = pa.compute.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None:
+        return None
+    literal = (lambda v: "'" + v.replace("'", "''") + "'") if isinstance(low, str) else str
+    return f"t.`{key}` >= {literal(low)} AND t.`{key}` <= {literal(high)}"
