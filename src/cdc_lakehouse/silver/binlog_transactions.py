@@ -35,13 +35,18 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     starts = bounds.select(
         "*", nxt("type").alias("end_type"), nxt("lsn").alias("end_lsn"), nxt("ts").alias("end_ts"),
         nxt("xid").alias("end_xid"), nxt("file").alias("end_file"), nxt("pos").alias("end_pos"),
+        nxt("gtid").alias("end_gtid"),
     ).filter(F.col("type").isin("begin", "ddl"))
+    # Landing files arrive in any order: the next boundary in the log seen so far may be the end
+    # of another transaction whose events in between have not landed yet. Its GTID says so.
+    other_txn = F.col("gtid").isNotNull() & F.col("end_gtid").isNotNull() & (F.col("gtid") != F.col("end_gtid"))
     txns = starts.select(
         "_source", "server_id", "gtid", "thread_id",
         F.col("lsn").alias("begin_lsn"),
         F.col("ts").alias("begin_ts"),
         F.when(F.col("type") == "ddl", F.col("lsn")).otherwise(F.col("end_lsn")).alias("end_lsn"),
         F.when(F.col("type") == "ddl", "committed")
+        .when(other_txn, "unterminated")
         .when(F.col("end_type") == "commit", "committed")
         .when(F.col("end_type") == "rollback", "rolled_back")
         .when(F.col("end_type").isNull(), "open")
