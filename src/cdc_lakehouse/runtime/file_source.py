@@ -7,9 +7,10 @@ decompressed by Spark's readers.
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
-import glob
 import functools
+import glob
 import os
 import shutil
 import tempfile
@@ -89,6 +90,8 @@ def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict,
     (``_manifest.json``), so such files are read through links with plain names and
     ``_metadata`` is pointed back at the original files."""
     stage = tempfile.mkdtemp(prefix="cdc-lakehouse-hidden-")
+    # The frame is lazy and reads the links whenever it is evaluated: they go at exit.
+    atexit.register(shutil.rmtree, stage, True)
     links = {}
     for i, original in enumerate(files):
         link = os.path.join(stage, f"h{i}{os.path.basename(original)}")
