@@ -1,0 +1,1 @@
+"""Benchmarks of cdc-lakehouse: ``python -m bench --help`` (docs/benchmarks.md)."""

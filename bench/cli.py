@@ -1,0 +1,242 @@
+"""``python -m bench <command>``: generate workloads, measure, print tables, write JSON.
+
+Commands: ``generate``, ``throughput``, ``apply-scaling``, ``snapshot`` (reconciliation versus
+reload, bench/snapshot_reconcile.py), ``all`` (the three, one JSON), ``report`` (Markdown from a
+JSON result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import measure
+
+DEFAULT_WORK = Path("/tmp/cdc-lakehouse-bench")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(float(x)) for x in text.split(",") if x)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    print(f"wrote {path}")
+
+
+def _header(command: str, args) -> dict:
+    return {"command": " ".join(["python -m bench", *sys.argv[1:]]) if command else None,
+            "machine": measure.machine(), "versions": measure.versions(),
+            "args": {k: v for k, v in vars(args).items() if k != "func"}}
+
+
+def cmd_generate(args) -> int:
+    from bench.workload import WorkloadOptions, generate
+
+    t0 = time.perf_counter()
+    s = generate(args.out, WorkloadOptions(row_changes=args.row_changes, seed=args.seed, forms=args.forms,
+                                            tables=args.tables or WorkloadOptions().tables,
+                                            events_per_file=args.events_per_file))
+    took = time.perf_counter() - t0
+    d = s.as_dict()
+    print(json.dumps({k: v for k, v in d.items() if k != "options"}, indent=2))
+    print(f"generated {d['row_changes']:,} row changes in {took:.1f} s ({d['row_changes'] / took:,.0f}/s) under {args.out}")
+    return 0
+
+
+def cmd_throughput(args) -> int:
+    from bench import report, throughput
+
+    result = _header("throughput", args)
+    result["throughput"] = throughput.run(args.work, args.row_changes, args.seed, args.tables or None, args.warmup_changes,
+                                          args.layers, baseline=not args.no_baseline, keep_lakes=args.keep_lakes,
+                                          events_per_file=args.events_per_file)
+    report.print_throughput(result["throughput"])
+    _write_json(args.json or RESULTS / "throughput.json", result)
+    return 0 if result["throughput"]["pipeline"].get("ok") else 1
+
+
+def cmd_apply_scaling(args) -> int:
+    from bench import apply_scaling, report
+
+    result = _header("apply-scaling", args)
+    result["apply_scaling"] = apply_scaling.run(args.work, args.sizes, args.changes, args.scd, args.dist, args.methods, args.seed,
+                                                     args.file_rows)
+    report.print_apply(result["apply_scaling"])
+    _write_json(args.json or RESULTS / "apply_scaling.json", result)
+    return 0 if all(r.get("ok") for r in result["apply_scaling"]["runs"]) else 1
+
+
+def snapshot_run(rows: int, diff: float, work: Path) -> dict:
+    """The snapshot benchmark in a fresh process: it sizes the driver's memory before Spark starts."""
+    out = work / f"snapshot_reconcile_{rows}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "bench.snapshot_reconcile", "--rows", str(rows), "--diff", str(diff),
+               "--out", str(out)]
+    if subprocess.run(command, cwd=Path(__file__).resolve().parents[1]).returncode:
+        return {"ok": False, "error": f"{' '.join(command)} failed"}
+    return {"ok": True, **json.loads(out.read_text())}
+
+
+def cmd_snapshot(args) -> int:
+    from bench import report
+
+    result = _header("snapshot", args)
+    result["snapshot"] = snapshot_run(args.snapshot_rows, args.snapshot_diff, args.work)
+    report.print_snapshot(result["snapshot"])
+    _write_json(args.json or RESULTS / "snapshot.json", result)
+    return 0 if result["snapshot"]["ok"] else 1
+
+
+def cmd_all(args) -> int:
+    from bench import apply_scaling, report, throughput
+
+    result = _header("all", args)
+    t0 = time.perf_counter()
+    result["throughput"] = throughput.run(args.work, args.row_changes, args.seed, args.tables or None, args.warmup_changes,
+                                          args.layers, baseline=not args.no_baseline, keep_lakes=args.keep_lakes,
+                                          events_per_file=args.events_per_file)
+    report.print_throughput(result["throughput"])
+    result["apply_scaling"] = apply_scaling.run(args.work, args.sizes, args.changes, args.scd, args.dist, args.methods, args.seed,
+                                                     args.file_rows)
+    report.print_apply(result["apply_scaling"])
+    result["snapshot"] = snapshot_run(args.snapshot_rows, args.snapshot_diff, args.work)
+    report.print_snapshot(result["snapshot"])
+    result["total_s"] = round(time.perf_counter() - t0, 1)
+    result["machine"]["loadavg_at_end"] = list(measure.machine()["loadavg_at_start"])
+    _write_json(args.json or RESULTS / "all.json", result)
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown(result) + "\n")
+        print(f"wrote {args.markdown}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from bench import report
+
+    result = json.loads(Path(args.json).read_text())
+    text = report.markdown(result)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_worker(args) -> int:
+    """Internal: run one measured phase in this (fresh) process, write its result as JSON."""
+    from bench import apply_scaling, throughput
+
+    phases = {"pipeline": throughput.worker_pipeline, "baseline": throughput.worker_baseline,
+              "apply_build": apply_scaling.worker_build, "apply": apply_scaling.worker_apply}
+    params = json.loads(args.params)
+    try:
+        result = phases[args.phase](params)
+    except Exception as exc:  # reported to the orchestrator, which prints the log tail
+        import traceback
+        traceback.print_exc()
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    Path(args.result).write_text(json.dumps(result, default=str))
+    return 0 if result.get("ok") else 1
+
+
+def _workload_args(p, default_n: int) -> None:
+    p.add_argument("--row-changes", type=lambda x: int(float(x)), default=default_n,
+                   help=f"binlog row changes (row images) to generate (default {default_n:,}; 1e6 works)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--tables", type=_words, default=(), help="comma list of tables (default: all four)")
+
+
+def _measure_args(p) -> None:
+    p.add_argument("--work", type=Path, default=DEFAULT_WORK, help=f"scratch directory (default {DEFAULT_WORK})")
+    p.add_argument("--json", type=Path, help="where to write the JSON result (default bench/results/<command>.json)")
+
+
+def _throughput_args(p) -> None:
+    p.add_argument("--warmup-changes", type=int, default=2000, help="size of the warm-up workload run first in each worker (0: none)")
+    p.add_argument("--layers", type=_words, default=("bronze", "silver", "gold"))
+    p.add_argument("--no-baseline", action="store_true")
+    p.add_argument("--keep-lakes", action="store_true", help="keep the lakes under --work for inspection")
+    p.add_argument("--events-per-file", type=int, default=50_000, help="binlog lines per landing file (default 50000)")
+
+
+def _apply_args(p) -> None:
+    p.add_argument("--sizes", type=_ints, default=(100_000, 10_000_000), help="replica sizes (default 100000,10000000)")
+    p.add_argument("--changes", type=lambda x: int(float(x)), default=10_000)
+    p.add_argument("--scd", type=_ints, default=(1,), help="SCD types to measure: 1, 2 or 1,2")
+    p.add_argument("--dist", type=_words, default=("uniform",), help="key choice: uniform, recent or both")
+    p.add_argument("--methods", type=_words, default=("auto_cdc", "merge"))
+    p.add_argument("--file-rows", type=lambda x: int(float(x)), default=None,
+                   help="seed tables in files of this many rows, in key order (default: one append, delta-rs file size)")
+
+
+def _snapshot_args(p) -> None:
+    p.add_argument("--snapshot-rows", type=lambda x: int(float(x)), default=10_000_000,
+                   help="rows of the reconciled table (default 10M)")
+    p.add_argument("--snapshot-diff", type=float, default=0.01, help="fraction of keys that differ (default 0.01)")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True, metavar="command")
+
+    p = sub.add_parser("generate", help="write a workload (landing files, expected state, onboarding)")
+    p.add_argument("--out", type=Path, required=True)
+    _workload_args(p, 1_000_000)
+    p.add_argument("--forms", type=_words, default=("binlog", "shadow"))
+    p.add_argument("--events-per-file", type=int, default=50_000)
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("throughput", help="bronze->gold events/s beside the hand-written baseline")
+    _workload_args(p, 1_000_000)
+    _measure_args(p)
+    _throughput_args(p)
+    p.set_defaults(func=cmd_throughput)
+
+    p = sub.add_parser("apply-scaling", help="apply cost of N changes versus replica size")
+    _measure_args(p)
+    _apply_args(p)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=cmd_apply_scaling)
+
+    p = sub.add_parser("snapshot", help="snapshot reconciliation + apply versus a full reload")
+    _measure_args(p)
+    _snapshot_args(p)
+    p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("all", help="throughput, apply-scaling and snapshot, one JSON (and Markdown)")
+    _workload_args(p, 1_000_000)
+    _measure_args(p)
+    _throughput_args(p)
+    _apply_args(p)
+    _snapshot_args(p)
+    p.add_argument("--markdown", type=Path, help="also write the results as Markdown")
+    p.set_defaults(func=cmd_all)
+
+    p = sub.add_parser("report", help="Markdown tables from a JSON result")
+    p.add_argument("--json", type=Path, required=True)
+    p.add_argument("--markdown", type=Path)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("_worker")  # internal: one measured phase in a fresh process
+    p.add_argument("phase")
+    p.add_argument("--params", required=True)
+    p.add_argument("--result", required=True)
+    p.set_defaults(func=cmd_worker)
+
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,197 @@
+"""Results as rich tables on the terminal and as Markdown for bench/RESULTS.md."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(width=max(160, Console().width))
+
+
+def _mb(mem: dict | None, key: str) -> str:
+    v = (mem or {}).get(key)
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _peak(r: dict) -> dict:
+    """The phase's peaks: taken right after the measured work (before verification)."""
+    return r.get("memory_after_run") or r.get("memory_after_apply") or r.get("memory") or {}
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def throughput_rows(res: dict) -> list[list[str]]:
+    rows = []
+    for side, label in (("baseline", "baseline: latest per key + MERGE"), ("pipeline", "pipeline: bronze -> silver -> gold")):
+        r = res.get(side)
+        if not r:
+            continue
+        if not r.get("ok"):
+            rows.append([label, "FAILED", "-", "-", "-", "-", "-", str(r.get("error"))[:60]])
+            continue
+        v = r.get("verify", {})
+        bad = {t: (x.get("missing", 0), x.get("unexpected", 0)) for t, x in v.items() if isinstance(x, dict) and not x.get("equal")}
+        correct = "yes" if v.get("all_equal") else ("no: " + ", ".join(f"{t} -{m}/+{u}" for t, (m, u) in bad.items()) if v else "-")
+        mem = _peak(r)
+        rows.append([label, _fmt(r["wall_s"]), _fmt(r["events_per_s"]), _fmt(r.get("cpu_s")), _fmt(r.get("events_per_cpu_s")),
+                     _mb(mem, "driver_peak_rss_mb"), _mb(mem, "jvm_peak_rss_mb"), correct])
+    return rows
+
+
+THROUGHPUT_HEADER = ["run", "wall s", "row changes/s", "CPU s", "row changes/CPU-s", "driver peak MB", "JVM peak MB",
+                     "replicas = source state"]
+APPLY_HEADER = ["SCD", "keys", "method", "table rows", "files", "apply s", "CPU s", "spark+collect s", "delta-rs s",
+                "driver peak MB", "JVM peak MB"]
+
+
+def apply_rows(res: dict) -> list[list[str]]:
+    rows = []
+    for r in res.get("runs", []):
+        if not r.get("ok"):
+            rows.append([str(r.get("scd")), r.get("dist", "-"), r.get("method", "-"), _fmt(r.get("size")), "-", "FAILED", "-", "-", "-", "-", "-"])
+            continue
+        storage = r.get("storage", {})
+        collect = sum(s.get("spark_collect_s", 0) for s in storage.values())
+        delta = sum(s.get("delta_write_s", 0) for s in storage.values())
+        files = ", ".join(str(v) for v in (r.get("build") or {}).get("files", {}).values())
+        mem = _peak(r)
+        rows.append([str(r["scd"]), r["dist"], r["method"], _fmt(r["size"]), files, _fmt(r["apply_s"]), _fmt(r.get("cpu_s")),
+                     _fmt(round(collect, 2)), _fmt(round(delta, 2)), _mb(mem, "driver_peak_rss_mb"), _mb(mem, "jvm_peak_rss_mb")])
+    return rows
+
+
+def ratio_rows(res: dict) -> list[list[str]]:
+    return [[str(x["scd"]), x["dist"], x["method"], f"{x['small']:,} -> {x['large']:,}", _fmt(x["small_s"]), _fmt(x["large_s"]),
+             _fmt(x["ratio"]), "met" if x["target <= 1.5"] else "NOT met"] for x in res.get("ratios", [])]
+
+
+RATIO_HEADER = ["SCD", "keys", "method", "rows", "small s", "large s", "ratio", "target <= 1.5"]
+
+
+def profile_rows(res: dict, top: int = 12) -> list[list[str]]:
+    prof = (res.get("pipeline") or {}).get("profile") or {}
+    wall = (res.get("pipeline") or {}).get("wall_s") or 1
+    return [[f["flow"], f["flow_type"], _fmt(f["rows_read"]), _fmt(f["rows_written"]), _fmt(f["self_s"]),
+             f"{100 * f['self_s'] / wall:.0f}%"] for f in prof.get("flows", [])[:top]]
+
+
+PROFILE_HEADER = ["flow", "type", "rows read", "rows written", "self s", "% of wall"]
+
+
+def storage_rows(res: dict, top: int = 10) -> list[list[str]]:
+    storage = ((res.get("pipeline") or {}).get("profile") or {}).get("storage") or {}
+    items = sorted(storage.items(), key=lambda kv: -(kv[1].get("spark_collect_s", 0) + kv[1].get("delta_write_s", 0)))
+    return [[t, _fmt(s.get("spark_collect_s")), _fmt(s.get("delta_write_s")),
+             _fmt(int(sum(v for k, v in s.items() if k.endswith("_rows"))))] for t, s in items[:top]]
+
+
+STORAGE_HEADER = ["table", "Spark + collect s", "delta-rs write s", "rows written"]
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    t = Table(title=title)
+    for h in header:
+        t.add_column(h)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def print_throughput(res: dict) -> None:
+    w = res["workload"]
+    console.print(_table(f"Throughput: {w['row_changes']:,} binlog row changes ({w['binlog_lines']:,} lines)",
+                         THROUGHPUT_HEADER, throughput_rows(res)))
+    console.print(f"ratio pipeline/baseline (events/s): {res.get('ratio_vs_baseline')}; by CPU time: "
+                  f"{res.get('cpu_ratio_vs_baseline')}; targets: {res.get('targets')}")
+    if profile_rows(res):
+        console.print(_table("Where the pipeline's time goes (self time per flow, event log)", PROFILE_HEADER, profile_rows(res)))
+        console.print(_table("Storage calls (TimingStore)", STORAGE_HEADER, storage_rows(res)))
+        prof = res["pipeline"]["profile"]
+        console.print(f"self time by layer: {prof['by_layer']}; outside flows: {prof['outside_flows_s']} s")
+
+
+def print_apply(res: dict) -> None:
+    layout = f", seed files of {res['file_rows']:,} rows" if res.get("file_rows") else ""
+    console.print(_table(f"Apply {res['changes']:,} changes versus table size{layout}", APPLY_HEADER, apply_rows(res)))
+    if res.get("ratios"):
+        console.print(_table("Large / small", RATIO_HEADER, ratio_rows(res)))
+
+
+SNAPSHOT_HEADER = ["step", "reconcile s", "pipeline update s", "total s", "inserts", "updates", "deletes", "unchanged"]
+
+
+def snapshot_rows(res: dict) -> list[list[str]]:
+    steps = (("initial load (seed)", "initial_load"), ("incremental (1 snapshot vs replica)", "incremental"),
+             ("full reload (fresh lake)", "full_reload"))
+    rows = []
+    for label, name in steps:
+        step, counts = res[name], res[name]["counts"]
+        rows.append([label, *[_fmt(step[k]) for k in ("reconcile_s", "update_s", "total_s")],
+                     *[_fmt(counts[k]) for k in ("inserts", "updates", "deletes", "unchanged")]])
+    return rows
+
+
+def snapshot_summary(res: dict) -> str:
+    return (f"corrections equal the difference: {res['corrections_equal_difference']}; replica equals the snapshot "
+            f"after apply: {res['replica_equals_snapshot_after_apply']}; full reload / incremental: "
+            f"**{res['ratio_full_reload_over_incremental']}** (target >= 20); full reload / reconcile only: "
+            f"{res['ratio_full_reload_over_reconcile_only']}")
+
+
+def print_snapshot(res: dict) -> None:
+    if not res.get("ok"):
+        console.print(f"snapshot benchmark FAILED: {res.get('error')}")
+        return
+    console.print(_table(f"Snapshot of {res['rows']:,} rows, {res['difference']:.0%} different", SNAPSHOT_HEADER,
+                         snapshot_rows(res)))
+    console.print(snapshot_summary(res))
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    parts = []
+    if "throughput" in result:
+        tp = result["throughput"]
+        w = tp["workload"]
+        parts.append(f"### Throughput ({w['row_changes']:,} row changes, {w['binlog_lines']:,} binlog lines, "
+                     f"{w['binlog_bytes'] / 1e6:.0f} MB, {w['transactions']:,} transactions)\n")
+        parts.append(md_table(THROUGHPUT_HEADER, throughput_rows(tp)))
+        parts.append(f"\nratio pipeline / baseline (events/s, wall): **{tp.get('ratio_vs_baseline')}**; "
+                     f"by CPU time: **{tp.get('cpu_ratio_vs_baseline')}**; targets: {tp.get('targets')}\n")
+        if profile_rows(tp):
+            parts.append(md_table(PROFILE_HEADER, profile_rows(tp, 15)))
+            parts.append("")
+            parts.append(md_table(STORAGE_HEADER, storage_rows(tp)))
+            prof = tp["pipeline"]["profile"]
+            parts.append(f"\nself time by layer (s): {prof['by_layer']}; outside flows (graph load, event log): "
+                         f"{prof['outside_flows_s']} s\n")
+    if "apply_scaling" in result:
+        ap = result["apply_scaling"]
+        layout = f"seed: files of {ap['file_rows']:,} rows in key order" if ap.get("file_rows") else "seed: one append, delta-rs default file size"
+        parts.append(f"### Apply {ap['changes']:,} changes versus table size ({layout})\n")
+        parts.append(md_table(APPLY_HEADER, apply_rows(ap)))
+        if ap.get("ratios"):
+            parts.append("")
+            parts.append(md_table(RATIO_HEADER, ratio_rows(ap)))
+        parts.append("")
+    if result.get("snapshot", {}).get("ok"):
+        sn = result["snapshot"]
+        parts.append(f"### Snapshot reconciliation: {sn['rows']:,} rows, {sn['difference']:.0%} different "
+                     f"(SCD{sn['scd']})\n")
+        parts.append(md_table(SNAPSHOT_HEADER, snapshot_rows(sn)))
+        parts.append(f"\n{snapshot_summary(sn)}\n")
+    return "\n".join(parts)

@@ -1,0 +1,233 @@
+"""Benchmark: reconcile a snapshot that differs by 1% from a large replica, against a full reload.
+
+    .venv/bin/python bench/snapshot_reconcile.py [--rows 10000000] [--diff 0.01] [--scd 2]
+
+One run, one Spark session, one machine:
+
+1. *initial load*: snapshot v1 (``--rows`` rows of shop.products) seeds lake A (reconcile, then a
+   pipeline update: change stream -> SCD1 replica [+ SCD2 history]).
+2. *incremental*: snapshot v2 differs from v1 in exactly ``--diff`` of the keys (40% of them
+   updated, 30% deleted, 30% new keys), spread evenly over the key range. ``snapshot reconcile``
+   against lake A, then a pipeline update applying the corrections.
+3. *check*: the corrections must be exactly the difference (per op), and a dry-run ``snapshot
+   diff`` of v2 against the updated replica must find nothing left.
+4. *full reload*: v2 loaded into a fresh lake B the same way as step 1 (all rows through the
+   change stream into the replicas), which is what reloading downstream means here.
+
+Reported: seconds of each step (reconcile and pipeline update separately, and the update per
+flow), corrective changes per op, and the ratio full reload / incremental. Snapshots live outside
+the landing folders the pipeline's bronze layer reads: bronze keeps a raw copy of every landed
+snapshot whichever way it is applied, so that cost is the same on both sides and left out.
+Results go to ``bench/results/snapshot_reconcile_<rows>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver")]
+TABLE, SOURCE = "shop.products", "shop"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--diff", type=float, default=0.01, help="fraction of keys that differ (default 0.01)")
+    parser.add_argument("--scd", type=int, choices=(1, 2), default=2, help="2: SCD1 replica and SCD2 history")
+    parser.add_argument("--workdir", default=None, help="scratch folder (default: a temp folder, removed after)")
+    parser.add_argument("--out", default=None, help="results JSON (default bench/results/snapshot_reconcile_<rows>.json)")
+    parser.add_argument("--driver-memory", default="10g")
+    parser.add_argument("--no-reload-v2", action="store_true",
+                        help="compare with the initial load of v1 (same size) instead of reloading v2 into lake B")
+    return parser.parse_args()
+
+
+# -- data -----------------------------------------------------------------------------------
+def difference_plan(rows: int, diff: float) -> dict:
+    """Every ``step``-th key (``id % step == 7``) differs: by ``(id / step) % 10``, 4 in 10 are
+    updated, 3 in 10 deleted, and as many new keys are inserted as are deleted, so the table
+    keeps its size and the difference is spread evenly over the key range."""
+    return {"step": round(1 / diff)}
+
+
+def generate(spark, folder: Path, rows: int, plan: dict, version: int) -> dict:
+    """Snapshot ``version`` 1 or 2 as JSON Lines part files; returns the exact difference."""
+    from pyspark.sql import functions as F
+
+    step = plan["step"]
+    base = spark.range(1, rows + 1).withColumnRenamed("id", "product_id")
+    picked = (F.col("product_id") % step == 7)
+    bucket = (F.col("product_id") / step).cast("long") % 10  # 0-3 update, 4-6 delete, 7-9 keep
+    price = (F.abs(F.xxhash64("product_id")) % 100000) / 100.0
+    df = base.select(
+        "product_id", F.concat(F.lit("SKU-"), F.col("product_id").cast("string")).alias("sku"),
+        F.concat(F.lit("product "), F.col("product_id").cast("string")).alias("name"),
+        price.alias("price"), (F.col("product_id") % 1000).alias("stock"),
+    )
+    expected = {"inserts": 0, "updates": 0, "deletes": 0}
+    if version == 2:
+        is_update, is_delete = picked & (bucket < 4), picked & (bucket >= 4) & (bucket < 7)
+        expected["updates"] = base.filter(is_update).count()
+        expected["deletes"] = base.filter(is_delete).count()
+        expected["inserts"] = expected["deletes"]
+        df = df.filter(~is_delete).withColumn("price", F.when(is_update, F.col("price") + 1).otherwise(F.col("price")))
+        new = spark.range(rows + 1, rows + 1 + expected["inserts"]).select(
+            F.col("id").alias("product_id"), F.lit("SKU-NEW").alias("sku"), F.lit("new product").alias("name"),
+            F.lit(9.99).alias("price"), F.lit(1).cast("long").alias("stock"))
+        df = df.unionByName(new)
+    write_snapshot(df, folder, f"v{version}")
+    return expected
+
+
+def write_snapshot(df, folder: Path, snapshot_id: str) -> None:
+    from pyspark.sql import functions as F
+
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp = folder.parent / f".{snapshot_id}.spark"
+    df.select(F.to_json(F.struct(*df.columns)).alias("value")).write.mode("overwrite").text(str(tmp))
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(sorted(tmp.glob("part-*"))):
+        part.rename(folder / f"part-{i:05d}.jsonl")
+    shutil.rmtree(tmp)
+    count = sum(1 for p in folder.glob("part-*.jsonl") for _ in open(p, "rb"))
+    (folder / "_manifest.json").write_text(json.dumps({
+        "snapshot_id": snapshot_id, "table": TABLE, "key": ["product_id"],
+        "taken_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "position": None,
+        "row_count": count, "complete": True,
+    }))
+
+
+def onboarding_file(work: Path, scd: int) -> Path:
+    flows = [f for f in yaml.safe_load((REPO / "conf/onboarding.yml").read_text())
+             if f["data_flow_id"] == "102"]  # shop.products, binlog capture
+    flows[0]["silver_cdc_apply_changes"]["scd_type"] = str(scd)
+    path = work / "onboarding.yml"
+    path.write_text(yaml.safe_dump(flows))
+    return path
+
+
+# -- steps ----------------------------------------------------------------------------------
+def reconcile(spark, store, onboarding, landing: Path, folder: Path):
+    from cdc_lakehouse.snapshot.compare import TableSpec
+    from cdc_lakehouse.snapshot.ledger import Ledger
+    from cdc_lakehouse.snapshot.manifest import SnapshotFolder
+    from cdc_lakehouse.snapshot.reconcile import reconcile_snapshot
+
+    flow = onboarding.for_table(SOURCE, TABLE)
+    snapshot = SnapshotFolder(SOURCE, TABLE, folder.name, folder)
+    return reconcile_snapshot(spark, store, TableSpec.from_flow(flow), flow.capture, snapshot,
+                              snapshot.read_manifest(), Ledger(landing, SOURCE), "silver")
+
+
+def update(spark, landing: Path, lake: Path, onboarding_path: Path):
+    from cdc_lakehouse.runtime.runner import run_pipeline
+
+    result = run_pipeline(spark, SOURCES, lake, {
+        "cdc_lakehouse.landing_path": str(landing), "cdc_lakehouse.onboarding_file": str(onboarding_path)})
+    flows = {e.flow: {"status": e.status, "seconds": e.duration_s, "rows_written": e.rows_written}
+             for e in result.events if e.status != "SKIPPED"}
+    return flows
+
+
+def timed(fn, *args):
+    started = time.perf_counter()
+    value = fn(*args)
+    return value, round(time.perf_counter() - started, 2)
+
+
+def load(spark, onboarding, onboarding_path, landing, lake, folder) -> dict:
+    """Reconcile (as a seed when the lake is empty, else as a difference), then update."""
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    store = DeltaRsStore(spark, lake)
+    outcome, reconcile_s = timed(reconcile, spark, store, onboarding, landing, folder)
+    flows, update_s = timed(update, spark, landing, lake, onboarding_path)
+    return {"reconcile_s": reconcile_s, "update_s": update_s, "total_s": round(reconcile_s + update_s, 2),
+            "counts": outcome.counts, "load_average_1_5_15": os.getloadavg(), "update_flows": flows}
+
+
+def report(label: str, step: dict) -> None:
+    print(label, json.dumps({k: v for k, v in step.items() if k != "update_flows"}), flush=True)
+
+
+def warm_up(spark, onboarding, onboarding_path: Path, work: Path) -> None:
+    """A tiny load first, untimed, so no measured step pays for JVM start-up and code generation."""
+    tiny = work / "snapshots_warm_up" / TABLE / "w1"
+    write_snapshot(spark.range(1, 1001).selectExpr(
+        "id AS product_id", "'SKU' AS sku", "'warm' AS name", "1.0 AS price", "1L AS stock"), tiny, "w1")
+    load(spark, onboarding, onboarding_path, work / "landing_w", work / "lake_w", tiny)
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ.setdefault("CDC_LAKEHOUSE_DRIVER_MEMORY", args.driver_memory)
+    # The local runtime hands each batch to delta-rs through the driver (toArrow); a full load
+    # of 10M rows is one batch of several GB, above Spark's default 1g result limit.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.driver.maxResultSize=0 pyspark-shell")
+    from cdc_lakehouse.config import load_onboarding
+    from cdc_lakehouse.runtime.session import get_spark
+    from cdc_lakehouse.snapshot.reconcile import diff_snapshot
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="snapshot-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spark = get_spark("snapshot-bench")
+    onboarding_path = onboarding_file(work, args.scd)
+    onboarding = load_onboarding(onboarding_path)
+    plan = difference_plan(args.rows, args.diff)
+    snapshots = work / "snapshots" / TABLE
+    _, gen1 = timed(generate, spark, snapshots / "v1", args.rows, plan, 1)
+    expected, gen2 = timed(generate, spark, snapshots / "v2", args.rows, plan, 2)
+    print(f"generated v1, v2 in {gen1}s, {gen2}s; expected difference {expected}", flush=True)
+    warm_up(spark, onboarding, onboarding_path, work)
+
+    initial = load(spark, onboarding, onboarding_path, work / "landing_a", work / "lake_a", snapshots / "v1")
+    report("initial load (v1)", initial)
+    incremental = load(spark, onboarding, onboarding_path, work / "landing_a", work / "lake_a", snapshots / "v2")
+    report("incremental (v2)", incremental)
+    check = diff_snapshot(spark, DeltaRsStore(spark, work / "lake_a"), snapshots / "v2", "silver.shop_products", onboarding)
+    print("check", json.dumps(check.counts), flush=True)
+    full = initial
+    if not args.no_reload_v2:
+        full = load(spark, onboarding, onboarding_path, work / "landing_b", work / "lake_b", snapshots / "v2")
+        report("full reload (v2)", full)
+
+    got = {k: incremental["counts"][k] for k in ("inserts", "updates", "deletes")}
+    left = {k: check.counts[k] for k in ("inserts", "updates", "deletes")}
+    results = {
+        "rows": args.rows, "difference": args.diff, "scd": args.scd,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "driver_memory": os.environ["CDC_LAKEHOUSE_DRIVER_MEMORY"],
+                    "load_average_at_end": os.getloadavg()},
+        "expected_difference": expected, "corrective_changes": got,
+        "corrections_equal_difference": got == expected,
+        "left_after_apply": left, "replica_equals_snapshot_after_apply": not any(left.values()),
+        "initial_load": initial, "incremental": incremental, "full_reload": full,
+        "full_reload_is": "the initial load of v1" if args.no_reload_v2 else "v2 loaded into a fresh lake",
+        "ratio_full_reload_over_incremental": round(full["total_s"] / incremental["total_s"], 2),
+        "ratio_full_reload_over_reconcile_only": round(full["total_s"] / incremental["reconcile_s"], 2),
+        "measured_at": datetime.now(timezone.utc).isoformat(),
+    }
+    out = Path(args.out or REPO / "bench" / "results" / f"snapshot_reconcile_{args.rows}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: results[k] for k in ("corrections_equal_difference", "replica_equals_snapshot_after_apply",
+                                              "ratio_full_reload_over_incremental")}), flush=True)
+    print(f"results: {out}")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

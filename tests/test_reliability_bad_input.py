@@ -1,0 +1,229 @@
+"""A corpus of bad input, in both capture forms: every bad line ends in a quarantine row with its
+reason, every impossible operation pair in an anomaly on its change, and every line is accounted
+for: input lines = bronze rows + quarantined rows, and row changes landed = applied + held +
+rolled back + quarantined.
+
+One pipeline run (bronze and silver: gold only reads them) over one binlog source and one shadow
+source, each onboarding ``app.orders``. Snapshots with duplicate keys are left to the snapshot
+reconciliation's own tests (reconciliation is a job step outside the pipeline update).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.bronze.kinds import KINDS
+from cdc_lakehouse.storage import DeltaRsStore
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench import harness  # noqa: E402
+from bench.workload import write_onboarding  # noqa: E402
+
+BINLOG, SHADOW = "bench", "bench_pg"
+FILE = "mysql-bin.000001"
+
+
+def _ev(pos, etype, gtid=None, **kw):
+    ev = {"server_id": 7, "file": FILE, "pos": pos, "ts": 1772442000 + (pos // 1000 if isinstance(pos, int) else 0), "gtid": gtid, "type": etype,
+          "xid": None, "thread_id": None, "schema": None, "table": None, "primary_key": None, "rows": None, "query": None}
+    ev.update(kw)
+    return json.dumps(ev)
+
+
+def _row(kind, pos, gtid, rows):
+    return _ev(pos, kind, gtid, schema="app", table="orders", primary_key=["order_id"], rows=rows)
+
+
+def _order(oid, status="new", total=10.0):
+    return {"order_id": oid, "status": status, "total": total}
+
+
+# (line text, expected fate): "ok" or ("quarantine", reason substring)
+BINLOG_LINES = [
+    # A: committed, two row changes
+    (_ev(1000, "begin", "0-7-1", thread_id=21), "ok"),
+    (_row("insert", 1100, "0-7-1", [{"after": _order(1)}, {"after": _order(5)}]), "ok"),
+    (_ev(1200, "commit", "0-7-1", xid=1), "ok"),
+    ('{"server_id":7,"file":"mysql-bin.000001","pos":1300,"ts":17724', ("quarantine", "unparseable line")),
+    (_ev("1400x", "begin", "0-7-x"), ("quarantine", "wrong type or unparseable value: pos")),
+    (_ev(1500, "upsert", "0-7-x"), ("quarantine", "unknown type upsert")),
+    (_ev(1600, "insert", "0-7-x", schema="app", table="orders", rows=[{"after": _order(9)}]),
+     ("quarantine", "row event without primary_key")),
+    (_row("update", 1700, "0-7-x", [{"before": {"status": "new"}, "after": _order(9)}]),
+     ("quarantine", "row images without every primary_key column")),
+    (_ev(None, "commit", "0-7-x", xid=99), ("quarantine", "missing pos")),
+    (json.dumps({"server_id": 7, "file": FILE, "pos": 1800, "type": "begin"}), ("quarantine", "missing ts")),
+    ("", ("quarantine", "blank line")),
+    ("[1, 2]", ("quarantine", "unparseable line")),
+    (_row("delete", 1900, "0-7-x", []), ("quarantine", "row event without rows")),
+    # B: committed; INSERT then INSERT of one key is impossible: an anomaly
+    (_ev(2000, "begin", "0-7-2", thread_id=21), "ok"),
+    (_row("insert", 2100, "0-7-2", [{"after": _order(2)}]), "ok"),
+    (_row("insert", 2200, "0-7-2", [{"after": _order(2, "paid")}]), "ok"),
+    (_ev(2300, "commit", "0-7-2", xid=2), "ok"),
+    # C: committed; DELETE then UPDATE of one key is impossible
+    (_ev(3000, "begin", "0-7-3", thread_id=21), "ok"),
+    (_row("delete", 3100, "0-7-3", [{"before": _order(1)}]), "ok"),
+    (_row("update", 3200, "0-7-3", [{"before": _order(1), "after": _order(1, "paid")}]), "ok"),
+    (_ev(3300, "commit", "0-7-3", xid=3), "ok"),
+    # D: rolled back
+    (_ev(4000, "begin", "0-7-4", thread_id=21), "ok"),
+    (_row("insert", 4100, "0-7-4", [{"after": _order(3)}]), "ok"),
+    (_ev(4200, "rollback", "0-7-4"), "ok"),
+    # E: open (no commit yet): held
+    (_ev(5000, "begin", "0-7-5", thread_id=21), "ok"),
+    (_row("insert", 5100, "0-7-5", [{"after": _order(4)}, {"after": _order(6)}]), "ok"),
+]
+SESSION_LINES = [
+    (json.dumps({"server_id": 7, "thread_id": 21, "connected_at": "2026-03-02T08:00:00Z", "user": "api", "role": "app_writer"}), "ok"),
+    (json.dumps({"server_id": 7, "thread_id": 22, "connected_at": "yesterday", "user": "x", "role": "y"}),
+     ("quarantine", "wrong type or unparseable value: connected_at")),
+]
+
+
+def _txn(txn_id, end_ts="2026-03-02T09:00:01.000001Z"):
+    return json.dumps({"txn_id": txn_id, "end_ts": end_ts, "db_user": "api", "db_role": "app_writer", "client": None, "application": None})
+
+
+def _change(txn_id, seq, op, key, values=None, op_ts="2026-03-02T09:00:00.000100Z", old_key=None):
+    return json.dumps({"txn_id": txn_id, "op_ts": op_ts, "op_seq": seq, "op": op, "key": key, "old_key": old_key, "values": values})
+
+
+TXN_LINES = [
+    (_txn("t1"), "ok"),
+    (_txn("t2", "2026-03-02T09:00:02.000001Z"), "ok"),
+    (json.dumps({"txn_id": "t9", "db_user": "api"}), ("quarantine", "missing end_ts")),
+    (_txn("t8", "02/03/2026 09:00"), ("quarantine", "wrong type or unparseable value: end_ts")),
+    ('{"txn_id": "t7", "end_ts": "2026-03-02T09:0', ("quarantine", "unparseable line")),
+]
+CHANGE_LINES = [
+    # t1: committed: INSERT then a partial UPDATE of order 1
+    (_change("t1", 1, "I", {"order_id": 1}, _order(1)), "ok"),
+    (_change("t1", 2, "U", {"order_id": 1}, {"status": "paid"}), "ok"),
+    # t2: committed: INSERT then INSERT of order 2: impossible, an anomaly
+    (_change("t2", 1, "I", {"order_id": 2}, _order(2)), "ok"),
+    (_change("t2", 2, "I", {"order_id": 2}, _order(2, "paid")), "ok"),
+    # t3: no transaction row yet: held
+    (_change("t3", 1, "I", {"order_id": 3}, _order(3)), "ok"),
+    (_change("t1", 3, "X", {"order_id": 1}, {"status": "x"}), ("quarantine", "unknown op X")),
+    (_change("t1", 4, "U", None, {"status": "x"}), ("quarantine", "missing key")),
+    (_change("t1", 5, "U", {"order_id": 1}, {"status": "x"}, op_ts=None), ("quarantine", "missing op_ts")),
+    (_change("t1", "fifth", "U", {"order_id": 1}, {"status": "x"}), ("quarantine", "wrong type or unparseable value: op_seq")),
+    (_change("t1", 6, "U", {"order_id": 1}, None), ("quarantine", "op U without values")),
+    (_change("t1", 7, "I", {"order_id": 8}, {"status": "new"}), ("quarantine", "insert values without every key column")),
+    ('{"txn_id": "t1", "op_ts": "2026-03-02T09:00:00.0001Z", "op_seq": 8, "op": "U", "key": {"order_id"', ("quarantine", "unparseable line")),
+]
+
+LANDED = {
+    (BINLOG, f"binlog/{FILE}.jsonl"): BINLOG_LINES,
+    (BINLOG, "sessions/sessions-0001.jsonl"): SESSION_LINES,
+    (SHADOW, "shadow/_transactions/txns-0001.jsonl"): TXN_LINES,
+    (SHADOW, "shadow/app.orders/changes-0001.jsonl"): CHANGE_LINES,
+}
+
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad-input")
+    landing = tmp / "landing"
+    for (source, rel), lines in LANDED.items():
+        path = landing / source / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(text + "\n" for text, _ in lines))
+    onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog", "shadow"))
+    harness.run_project(spark, landing, tmp / "lake", onboarding, layers=("bronze", "silver"))
+    return {"lake": tmp / "lake", "landing": landing}
+
+
+def _bronze_tables(store, source):
+    kinds = {f"bronze.{source}_{k.name}{q}" for k in KINDS for q in ("", "_quarantine")}
+    names = [t.name for t in store.list_tables() if t.name in kinds]
+    return [n for n in names if not n.endswith("_quarantine")], [n for n in names if n.endswith("_quarantine")]
+
+
+@pytest.mark.parametrize("source", [BINLOG, SHADOW])
+def test_every_bad_line_is_quarantined_with_its_reason(spark, lake, source):
+    store = DeltaRsStore(spark, lake["lake"])
+    _, quarantines = _bronze_tables(store, source)
+    got = {}
+    for name in quarantines:
+        for r in store.read(name).select("_source_file", "_line", "_reason").collect():
+            path = Path(urlparse(r["_source_file"]).path)  # a file: URI
+            got[(path.relative_to(lake["landing"] / source).as_posix(), r["_line"])] = r["_reason"]
+    expected = {(rel, i): fate[1] for (s, rel), lines in LANDED.items() if s == source
+                for i, (_, fate) in enumerate(lines, 1) if fate != "ok"}
+    assert set(got) == set(expected), f"quarantined {sorted(got)} but the bad lines are {sorted(expected)}"
+    wrong = {k: (got[k], why) for k, why in expected.items() if why not in (got[k] or "")}
+    assert not wrong, f"reasons (got, expected substring): {wrong}"
+
+
+@pytest.mark.parametrize("source", [BINLOG, SHADOW])
+def test_input_lines_are_bronze_rows_plus_quarantined_rows(spark, lake, source):
+    store = DeltaRsStore(spark, lake["lake"])
+    accepted, quarantines = _bronze_tables(store, source)
+    for (s, rel), lines in LANDED.items():
+        if s != source:
+            continue
+        path = str(lake["landing"] / source / rel)
+        kept = sum(store.read(n).filter(F.col("_source_file").endswith(rel)).count() for n in accepted)
+        quarantined = sum(store.read(n).filter(F.col("_source_file").endswith(rel)).count() for n in quarantines)
+        good = sum(fate == "ok" for _, fate in lines)
+        assert (kept, quarantined) == (good, len(lines) - good), path
+
+
+def _images(line: str) -> int:
+    ev = json.loads(line)
+    return len(ev["rows"]) if ev.get("type") in ("insert", "update", "delete") else 0
+
+
+def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
+    """Every row change of an accepted row event is applied (in a committed transaction's net
+    change), held (its transaction has no commit yet) or dropped with its rolled-back
+    transaction; the bad lines were counted in quarantine above."""
+    store = DeltaRsStore(spark, lake["lake"])
+    changes = store.read(f"silver.{BINLOG}_changes")
+    txns = store.read(f"silver.{BINLOG}_transactions")
+    events = store.read(f"bronze.{BINLOG}_binlog_events")
+    gtids = {s: [r["gtid"] for r in txns.filter(F.col("status") == s).collect()] for s in ("open", "rolled_back")}
+    assert (len(gtids["open"]), len(gtids["rolled_back"])) == (1, 1)
+
+    def bronze_images(gtid_list):
+        rows = events.filter(F.col("gtid").isin(gtid_list) & F.col("type").isin("insert", "update", "delete"))
+        return sum(len(json.loads(r["rows"])) for r in rows.select("rows").collect())
+
+    applied = changes.agg(F.sum("op_count")).first()[0]
+    held, rolled_back = bronze_images(gtids["open"]), bronze_images(gtids["rolled_back"])
+    accepted = sum(_images(text) for text, fate in BINLOG_LINES if fate == "ok")
+    assert (applied, held, rolled_back) == (6, 2, 1)
+    assert applied + held + rolled_back == accepted
+    assert changes.join(txns.filter("status <> 'committed'"), "txn_id", "left_semi").count() == 0
+
+
+def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
+    store = DeltaRsStore(spark, lake["lake"])
+    changes = store.read(f"silver.{SHADOW}_changes")
+    txns = store.read(f"silver.{SHADOW}_transactions")
+    bronze = store.read(f"bronze.{SHADOW}_shadow_changes")
+    applied = changes.agg(F.sum("op_count")).first()[0]
+    open_txns = [r["txn_id"] for r in txns.filter("status = 'open'").collect()]
+    held = bronze.filter(F.col("txn_id").isin(open_txns)).count()
+    quarantined = store.read(f"bronze.{SHADOW}_shadow_changes_quarantine").count()
+    assert (applied, held, quarantined) == (4, 1, 7)
+    assert applied + held + quarantined == len(CHANGE_LINES)
+
+
+@pytest.mark.parametrize(("source", "txn", "anomaly"), [
+    (BINLOG, "xid:2", "INSERT after INSERT"),
+    (BINLOG, "xid:3", "UPDATE after DELETE"),
+    (SHADOW, "t2", "INSERT after INSERT"),
+])
+def test_impossible_operation_pairs_end_in_an_anomaly(spark, lake, source, txn, anomaly):
+    changes = DeltaRsStore(spark, lake["lake"]).read(f"silver.{source}_changes")
+    flagged = changes.filter((F.col("txn_id") == txn) & (F.size("anomalies") > 0)).collect()
+    assert [r["anomalies"] for r in flagged] == [[anomaly]], [r.asDict() for r in flagged]
