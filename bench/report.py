@@ -129,8 +129,9 @@ SNAPSHOT_HEADER = ["step", "reconcile s", "pipeline update s", "total s", "inser
 
 
 def snapshot_rows(res: dict) -> list[list[str]]:
-    steps = (("initial load (seed)", "initial_load"), ("incremental (1 snapshot vs replica)", "incremental"),
-             ("full reload (fresh lake)", "full_reload"))
+    steps = (("initial load (seed)", "initial_load"), ("incremental (1 snapshot vs replica)", "incremental"))
+    if res.get("full_reload") != res.get("initial_load"):
+        steps += (("full reload (fresh lake)", "full_reload"),)
     rows = []
     for label, name in steps:
         step, counts = res[name], res[name]["counts"]
