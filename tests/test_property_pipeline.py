@@ -226,9 +226,22 @@ def test_replicas_equal_a_replay_of_committed_transactions(spark, tmp_path_facto
     assert_replicas_equal_replay(spark, lake, first + second, "after run 2")
 
 
-def test_an_onboarded_table_without_changes_yet_does_not_fail_the_update(spark, tmp_path):
-    ops = materialize([([("t1", "insert", 0, 1), ("t1", "insert", 1, 2)], "commit")])
-    first, _ = binlog_files(ops + [([], "commit")], 5, True)
-    _write(tmp_path / "landing" / SOURCE / "binlog" / "mysql-bin.000001.jsonl", first)
-    harness.run_project(spark, tmp_path / "landing", tmp_path / "lake", onboarding(tmp_path / "onboarding.yml"), layers=LAYERS)
-    assert_replicas_equal_replay(spark, tmp_path / "lake", first, "t2 has no change yet")
+def test_a_table_without_changes_yet_waits_and_then_gets_every_later_change(spark, tmp_path):
+    """Run 1 changes only t1; t2's changes arrive in runs 2 and 3 and must all be applied (its
+    empty first batch neither fails the update nor holds its stream at that batch)."""
+    ops = materialize([
+        ([("t1", "insert", 0, 1), ("t1", "insert", 1, 2)], "commit"),
+        ([("t2", "insert", 0, 1), ("t1", "update", 0, 5)], "commit"),
+        ([("t2", "update", 0, 7), ("t2", "insert", 1, 3)], "commit"),
+    ])
+    first, second = binlog_files(ops, len(ops) - 1, True)
+    log = first + second
+    ends = [i + 1 for i, e in enumerate(log) if e["type"] == "commit"]  # one landing file per transaction
+    landing, lake, onb = tmp_path / "landing", tmp_path / "lake", onboarding(tmp_path / "onboarding.yml")
+    runs = [(f"txn-{n}.jsonl", log[a:b]) for n, (a, b) in enumerate(zip([0, *ends], ends), 1)]
+    seen = []
+    for n, (name, events) in enumerate(runs, 1):
+        _write(landing / SOURCE / "binlog" / name, events)
+        harness.run_project(spark, landing, lake, onb, layers=LAYERS)
+        seen += events
+        assert_replicas_equal_replay(spark, lake, seen, f"after run {n}")

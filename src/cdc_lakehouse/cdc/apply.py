@@ -147,8 +147,6 @@ def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:
 
 # -- applying -------------------------------------------------------------------------------
 def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, table_opts: dict) -> int:
-    if _nothing_typed_yet(changes, spec):
-        return 0
     prepared, data = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
@@ -174,12 +172,6 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         return written
     finally:
         effective.unpersist()
-
-
-def _nothing_typed_yet(changes: DataFrame, spec: CdcSpec) -> bool:
-    """A table with no change yet: its rows are typed from its changes, so the empty batch has
-    no columns. There is nothing to apply; the target appears with its first change."""
-    return not all(k in changes.columns for k in spec.keys) and changes.isEmpty()
 
 
 def _within_key_range(state: DataFrame | None, latest: DataFrame, key: str) -> DataFrame | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lakehouse.cdc.apply import state_table_name
+from cdc_lakehouse.cdc.apply import CdcSpec, state_table_name
 from cdc_lakehouse.runtime import dlt_api
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
@@ -109,7 +109,7 @@ class PipelineRunner:
             source = batch.read_stream(flow.cdc["source"])
         else:
             source = flow.func()
-        if batch.streaming and not batch.new_input:
+        if batch.streaming and not batch.new_input or _nothing_typed_yet(flow, source):
             self._create_empty(flow, target, source)
             raise NoNewInput
         batch.commit_plan()
@@ -195,3 +195,10 @@ def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
     with pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
         return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh).run()
+
+
+def _nothing_typed_yet(flow: Flow, source: DataFrame) -> bool:
+    """An AUTO CDC source typed from its own rows (silver replicas) has no columns while its
+    table has no change yet. Its offsets stay where they are: the next update reads it again."""
+    keys = CdcSpec.from_params(flow.cdc).keys if flow.kind == "auto_cdc" else []
+    return bool(keys) and not set(keys) <= set(source.columns) and source.isEmpty()
