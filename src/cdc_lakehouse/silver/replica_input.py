@@ -1,23 +1,86 @@
 """The change stream of one table, shaped for AUTO CDC: typed columns plus ``__op``,
-``__sequence``, ``__commit_ts`` and ``__txn_id``."""
+``__sequence``, ``__commit_ts`` and ``__txn_id``.
+
+AUTO CDC fails a whole flow on a change without a key value or a sequence, and a failed flow
+stops the update of every other table. So a change a replica cannot take is held back here
+(``rejection``) and recorded, with its reason, in ``silver.<source>_anomalies`` (apply_policy.py).
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.typing import infer_row_schema, typed
 
 APPLIED_OPS = ("INSERT", "UPDATE", "DELETE")
+NO_CHANGE = "NONE"  # a net change that changes nothing (e.g. insert then delete); kept for its anomalies
+_KEY_MAP = "map<string,string>"
+_JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+
+# Why a change cannot reach a replica (the anomaly kinds apply_policy.py records).
+UNKNOWN_OP = "unknown_op"
+INCOMPLETE_KEY = "incomplete_key"
+BAD_ROW_IMAGE = "bad_row_image"
+MISSING_SEQUENCE = "missing_sequence"
+
+
+def key_is_complete(key: Column) -> Column:
+    """The key names at least one column and has a value for each."""
+    values = F.map_values(F.from_json(key, _KEY_MAP))
+    return F.coalesce((F.size(values) > 0) & F.forall(values, lambda v: v.isNotNull()), F.lit(False))
+
+
+def rejection(op: Column, key: Column, row: Column, sequence: Column) -> Column:
+    """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply)."""
+    is_object = F.json_object_keys(row).isNotNull()
+    return (
+        F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE), F.lit(UNKNOWN_OP))
+        .when(op == NO_CHANGE, F.lit(None))
+        .when(~key_is_complete(key), F.lit(INCOMPLETE_KEY))
+        # A delete needs no image (its key says which row), but a broken one would break typing.
+        .when((row.isNull() & (op != "DELETE")) | (row.isNotNull() & ~is_object), F.lit(BAD_ROW_IMAGE))
+        .when(sequence.isNull() | sequence.getField("position").isNull(), F.lit(MISSING_SEQUENCE))
+    )
+
+
+def applies() -> Column:
+    """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
+    op = F.col("op")
+    return op.isin(*APPLIED_OPS) & rejection(op, F.col("key"), F.col("row"), F.col("sequence")).isNull()
+
+
+def key_object(key: Column) -> Column:
+    """The canonical key (values as text) as a JSON object, numbers and booleans unquoted again.
+
+    A shadow partial update or delete of a row that was never inserted has no key column in
+    its image: the key fills it in. Typing reads this object's values with the images', so a
+    value always fits its column (a text that only looks like a number meets the image's
+    string, and the column stays STRING)."""
+    def entry(e):
+        bare = e["value"].rlike(_JSON_NUMBER) | e["value"].isin("true", "false")
+        value = F.when(bare, e["value"]).otherwise(_json_string(e["value"]))
+        return F.concat(_json_string(e["key"]), F.lit(":"), value)
+
+    entries = F.transform(F.map_entries(F.from_json(key, _KEY_MAP)), entry)
+    return F.concat(F.lit("{"), F.array_join(entries, ","), F.lit("}"))
+
+
+def _json_string(text: Column) -> Column:
+    """``text`` as a JSON string literal, escaped by Spark's own JSON writer."""
+    as_array = F.to_json(F.array(text))  # ["..."]
+    return as_array.substr(F.lit(2), F.length(as_array) - 2)
 
 
 def replica_changes(changes: DataFrame, column_filters=None) -> DataFrame:
-    applied = changes.filter(F.col("op").isin(*APPLIED_OPS)).select(
+    applied = changes.filter(applies()).select(
         "row",
+        key_object(F.col("key")).alias("__key"),
         F.col("op").alias("__op"),
         F.col("sequence").alias("__sequence"),
         F.col("commit_ts").alias("__commit_ts"),
         F.col("txn_id").alias("__txn_id"),
     )
-    return apply_column_filters(typed(applied, infer_row_schema(applied)), column_filters)
+    schema = infer_row_schema(applied, also="__key")
+    return apply_column_filters(typed(applied, schema, fallback="__key"), column_filters)

@@ -24,19 +24,36 @@ def _column_type(t: DataType) -> DataType:
     return StringType()
 
 
-def infer_row_schema(images: DataFrame, column: str = "row") -> StructType:
-    """The schema of the JSON objects in ``column``, in the column order of the first image."""
+def infer_row_schema(images: DataFrame, column: str = "row", also: str | None = None) -> StructType:
+    """The schema of the JSON objects in ``column``, in the column order of the first image.
+
+    ``also`` names a second column of JSON objects (a change's key) whose values count for the
+    types too, so that a value taken from it always fits its column; its fields that no image
+    has come last, sorted."""
     first = images.filter(F.col(column).isNotNull()).select(F.json_object_keys(column).alias("k")).first()
-    variant_schema = images.select(F.expr(f"schema_of_variant_agg(parse_json(`{column}`))")).first()[0]
-    if first is None or variant_schema is None:
+    objects = F.explode(F.array(column, also)) if also else F.col(column)
+    variant_schema = (
+        images.select(objects.alias("__json"))
+        .select(F.expr("schema_of_variant_agg(parse_json(__json))")).first()[0]
+    )
+    if variant_schema is None or not variant_schema.startswith("OBJECT<"):
         return StructType([])
     ddl = variant_schema.replace("OBJECT<", "STRUCT<").replace("VOID", "STRING")
     fields = {f.name: _column_type(f.dataType) for f in _parse_datatype_string(ddl).fields}
-    order = [k for k in first["k"] if k in fields] + sorted(k for k in fields if k not in first["k"])
+    leading = first["k"] if first is not None else []
+    order = [k for k in leading if k in fields] + sorted(k for k in fields if k not in leading)
     return StructType([StructField(name, fields[name]) for name in order])
 
 
-def typed(changes: DataFrame, schema: StructType, column: str = "row") -> DataFrame:
-    """The image's columns next to the change's own columns (``column`` itself is dropped)."""
+def typed(changes: DataFrame, schema: StructType, column: str = "row", fallback: str | None = None) -> DataFrame:
+    """The image's columns next to the change's own columns (``column`` and ``fallback`` are
+    dropped). A value the image lacks (or has as NULL) is taken from the JSON object in
+    ``fallback`` when that has it."""
     parsed = F.from_json(F.col(column), schema)
-    return changes.select(*[parsed[f.name].alias(f.name) for f in schema.fields], *[c for c in changes.columns if c != column])
+    spare = F.from_json(F.col(fallback), schema) if fallback else None
+
+    def value(name: str):
+        return parsed[name] if spare is None else F.coalesce(parsed[name], spare[name])
+
+    own = [c for c in changes.columns if c not in (column, fallback)]
+    return changes.select(*[value(f.name).alias(f.name) for f in schema.fields], *own)

@@ -1,0 +1,199 @@
+"""Apply policy (issue #4): how the replicas take changes the source should not have sent, and
+the anomalies table that records each one (``silver.<source>_anomalies``).
+
+The replicas apply changes with AUTO CDC (cdc/apply.py, APPLY CHANGES semantics): per key, in
+``sequence`` order, every INSERT or UPDATE is an upsert and every DELETE removes the row and
+leaves a tombstone. So, judged against the previous applied change of the same row:
+
+- an INSERT of a key whose row exists overwrites the row: applied as UPDATE;
+- an UPDATE of a key without a row inserts the change's image: applied as INSERT;
+- a DELETE of a key without a row removes nothing (a tombstone is kept): applied as NONE.
+
+Changes AUTO CDC cannot take at all (replica_input.rejection: unknown op, key without a value,
+image that is no JSON object, no sequence) are held back from the replicas and recorded here, as
+is each impossible pair of operations inside one transaction (CONTRACT section 3). Snapshot
+corrections are changes like any other.
+
+Everything is computed from the change stream alone, so the table is the same whatever the
+order or the repetitions in which the changes arrived.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver.replica_input import (
+    APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, rejection,
+)
+
+INSERT_OF_EXISTING_KEY = "insert_of_existing_key"
+UPDATE_OF_MISSING_KEY = "update_of_missing_key"
+DELETE_OF_MISSING_KEY = "delete_of_missing_key"
+ROW_ID = ["source", "schema", "table", "key"]
+
+ANOMALIES_COMMENT = (
+    "One row per anomaly in the change stream of the source: an impossible pair of operations on one row "
+    "in one transaction (CONTRACT section 3), an insert of an existing key, an update or delete of a "
+    "missing key, or a change the replicas cannot apply; with its transaction and what the replicas did."
+)
+ANOMALY_COLUMNS = (
+    ("source", "STRING", "Source system (the directory under the landing path)."),
+    ("schema", "STRING", "Schema (database) of the source table."),
+    ("table", "STRING", "Name of the source table."),
+    ("key", "STRING", "Replication key of the row: JSON object of the key columns, sorted by name, values as "
+                      "text (NULL or with a NULL value for incomplete_key)."),
+    ("txn_id", "STRING", "Transaction of the change at the source."),
+    ("commit_ts", "TIMESTAMP", "Commit time of the transaction."),
+    ("sequence", "STRUCT<position: BIGINT, txn: STRING>", "Commit order of the change (as in the change stream)."),
+    ("op", "STRING", "Net change of the row in the transaction as the source sent it: INSERT, UPDATE, DELETE, NONE."),
+    ("anomaly", "STRING", "Kind: insert_of_existing_key, update_of_missing_key, delete_of_missing_key, "
+                          "unknown_op, incomplete_key, bad_row_image, missing_sequence, or an impossible pair "
+                          "such as insert_after_insert."),
+    ("applied_as", "STRING", "What the replicas did with the change: INSERT, UPDATE, DELETE, or NONE (not applied)."),
+    ("detail", "STRING", "Why this is an anomaly, in words."),
+    ("user", "STRING", "Database user that ran the transaction."),
+    ("role", "STRING", "Database role of that user."),
+    ("origin", "STRING", "Where the change came from: binlog, shadow or snapshot (a snapshot correction)."),
+)
+
+
+def anomalies_ddl() -> str:
+    """The table's schema with column comments, for ``@dlt.materialized_view(schema=...)``."""
+    quoted = lambda text: text.replace("\\", "\\\\").replace("'", "\\'")  # noqa: E731
+    return ", ".join(f"`{n}` {t} COMMENT '{quoted(c)}'" for n, t, c in ANOMALY_COLUMNS)
+
+
+# -- the changes, once each, in order ------------------------------------------------------------
+def distinct_changes(changes: DataFrame) -> DataFrame:
+    """One row per change of a row in a transaction: the change stream repeats a change when a
+    transaction is emitted again. Ties are broken on every column, so the row kept never
+    depends on arrival order."""
+    latest = Window.partitionBy(*ROW_ID, _same_change()).orderBy(
+        F.col("sequence").desc_nulls_last(), F.col("commit_ts").desc_nulls_last(),
+        *[F.col(c).asc_nulls_last() for c in ("txn_id", "op", "row", "before", "origin", "user", "role", "anomalies")],
+    )
+    return changes.withColumn("__r", F.row_number().over(latest)).filter("__r = 1").drop("__r")
+
+
+def _same_change() -> Column:
+    """What two rows of one row key share when they are one change. A binlog transaction or a
+    snapshot correction emitted again keeps its sequence (its txn_id alone is not enough: binlog
+    xids repeat across servers and restarts). A shadow transaction recorded again later keeps
+    its txn_id but moves to a later sequence, which AUTO CDC lets win: the latest is kept."""
+    by_sequence = F.coalesce(F.to_json(F.col("sequence")), F.concat(F.lit("txn "), F.col("txn_id")))
+    return F.when(F.col("origin") == "shadow", F.concat(F.lit("txn "), F.col("txn_id"))).otherwise(by_sequence)
+
+
+def with_previous(changes: DataFrame) -> DataFrame:
+    """The distinct changes with ``rejected`` (why a replica cannot take it) and, for applied
+    ones, the op and transaction of the previous applied change of the same row."""
+    checked = distinct_changes(changes).withColumn(
+        "rejected", rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"))
+    )
+    applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
+    in_order = Window.partitionBy(*ROW_ID).orderBy("sequence", "txn_id")
+    chained = (
+        checked.filter(applied)
+        .withColumn("previous_op", F.lag("op").over(in_order))
+        .withColumn("previous_txn_id", F.lag("txn_id").over(in_order))
+    )
+    others = (
+        checked.filter(~F.coalesce(applied, F.lit(False)))
+        .withColumn("previous_op", F.lit(None).cast("string"))
+        .withColumn("previous_txn_id", F.lit(None).cast("string"))
+    )
+    return chained.unionByName(others)
+
+
+# -- what the replicas did --------------------------------------------------------------------
+def row_existed() -> Column:
+    return F.coalesce(F.col("previous_op").isin("INSERT", "UPDATE"), F.lit(False))
+
+
+def applied_as() -> Column:
+    """What AUTO CDC did with the change (see the module docstring)."""
+    op, existed = F.col("op"), row_existed()
+    return (
+        F.when(F.col("rejected").isNotNull() | (op == NO_CHANGE), F.lit("NONE"))
+        .when(op.isin("INSERT", "UPDATE"), F.when(existed, "UPDATE").otherwise("INSERT"))
+        .when(op == "DELETE", F.when(existed, "DELETE").otherwise("NONE"))
+        .otherwise(F.lit("NONE"))
+    )
+
+
+# -- the anomalies of one change --------------------------------------------------------------
+def _anomaly(kind, detail: Column) -> Column:
+    kind = F.lit(kind) if isinstance(kind, str) else kind
+    return F.struct(kind.alias("anomaly"), detail.alias("detail"))
+
+
+def _previous() -> Column:
+    return F.concat(
+        F.lit("last changed by "), F.col("previous_op"), F.lit(" in transaction "), F.col("previous_txn_id")
+    )
+
+
+def _missing_because() -> Column:
+    return F.when(F.col("previous_op").isNull(), F.lit("never inserted")).otherwise(
+        F.concat(F.lit("deleted in transaction "), F.col("previous_txn_id"))
+    )
+
+
+def policy_anomaly() -> Column:
+    """The apply-policy anomaly of an applied change (NULL when there is none)."""
+    op, existed = F.col("op"), row_existed()
+    return (
+        F.when((op == "INSERT") & existed, _anomaly(INSERT_OF_EXISTING_KEY, F.concat(
+            F.lit("INSERT of a key whose row exists ("), _previous(),
+            F.lit("); AUTO CDC upserts: the row takes the inserted values"))))
+        .when((op == "UPDATE") & ~existed, _anomaly(UPDATE_OF_MISSING_KEY, F.concat(
+            F.lit("UPDATE of a key without a row ("), _missing_because(),
+            F.lit("); AUTO CDC upserts: the row is inserted from the change's image (columns it lacks are NULL)"))))
+        .when((op == "DELETE") & ~existed, _anomaly(DELETE_OF_MISSING_KEY, F.concat(
+            F.lit("DELETE of a key without a row ("), _missing_because(),
+            F.lit("); nothing to delete: AUTO CDC only keeps a tombstone"))))
+    )
+
+
+def rejection_anomaly() -> Column:
+    """The anomaly of a change the replicas held back (NULL when they took it)."""
+    op, key = F.coalesce(F.col("op"), F.lit("NULL")), F.coalesce(F.col("key"), F.lit("NULL"))
+    details = {
+        UNKNOWN_OP: F.concat(F.lit("op "), op, F.lit(" is none of INSERT, UPDATE, DELETE, NONE: not applied")),
+        INCOMPLETE_KEY: F.concat(F.lit("the key "), key, F.lit(" lacks a value for a key column: not applied")),
+        BAD_ROW_IMAGE: F.lit("the row image is missing or is no JSON object: not applied"),
+        MISSING_SEQUENCE: F.lit("the change has no sequence to be ordered by: not applied"),
+    }
+    detail = F.coalesce(*[F.when(F.col("rejected") == kind, text) for kind, text in details.items()])
+    return F.when(F.col("rejected").isNotNull(), _anomaly(F.col("rejected"), detail))
+
+
+def pair_anomalies() -> Column:
+    """The impossible pairs the transaction's operations on the row contained, one per kind."""
+    found = F.coalesce(F.col("anomalies"), F.array().cast("array<string>"))
+
+    def one(text: Column) -> Column:
+        times = F.size(F.filter(found, lambda a: a == text))
+        kind = F.regexp_replace(F.lower(text), r"[^a-z0-9]+", "_")
+        detail = F.concat(
+            F.lit("operations on the row in one transaction that cannot follow each other (CONTRACT section 3): "),
+            text, F.when(times > 1, F.concat(F.lit(" ("), times.cast("string"), F.lit(" times)"))).otherwise(F.lit("")),
+        )
+        return _anomaly(kind, detail)
+
+    return F.transform(F.array_sort(F.array_distinct(found)), one)
+
+
+# -- the table --------------------------------------------------------------------------------
+def anomalies(changes: DataFrame) -> DataFrame:
+    """One row per anomaly of the change stream ``changes`` (columns: ANOMALY_COLUMNS)."""
+    checked = with_previous(changes).withColumn("applied_as", applied_as())
+    policy = F.when(F.col("rejected").isNull(), policy_anomaly())  # a held-back change has no place in the order
+    found = F.concat(F.array_compact(F.array(rejection_anomaly(), policy)), pair_anomalies())
+    exploded = checked.select("*", F.explode(found).alias("__a"))
+    return exploded.select(
+        *ROW_ID, "txn_id", "commit_ts", "sequence", "op",
+        F.col("__a.anomaly").alias("anomaly"), "applied_as", F.col("__a.detail").alias("detail"),
+        "user", "role", "origin",
+    )

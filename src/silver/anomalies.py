@@ -1,0 +1,26 @@
+# Silver: the anomalies of each source's change stream (issue #4, apply policy): impossible pairs of
+# operations inside a transaction, inserts of existing keys, updates and deletes of missing keys,
+# and changes the replicas cannot apply, each with its transaction and what the replicas did with
+# it. Recomputed from the whole change stream, so re-delivered or re-emitted changes count once.
+import dlt
+
+from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.silver.apply_policy import ANOMALIES_COMMENT, anomalies, anomalies_ddl
+
+settings = PipelineSettings.from_spark(spark)
+
+
+def define_anomalies(source: str) -> None:
+    @dlt.materialized_view(
+        name=f"{settings.silver}.{source}_anomalies",
+        comment=f"{ANOMALIES_COMMENT} Source: {source}.",
+        schema=anomalies_ddl(),
+        table_properties={"quality": "silver"},
+    )
+    def source_anomalies():
+        return anomalies(dlt.read(f"{settings.silver}.{source}_changes"))
+
+
+# Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).
+for source in sorted(set(settings.sources("binlog")) | set(settings.sources("shadow"))):
+    define_anomalies(source)
