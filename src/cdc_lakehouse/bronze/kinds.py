@@ -50,7 +50,14 @@ def _names(fields: tuple[Field, ...]) -> list[str]:
 
 
 def _folder(pattern: str, group: int) -> Column:
-    return F.nullif(F.regexp_extract("_source_file", pattern, group), F.lit(""))
+    """A part of the file's folder name, as the source names it: the file path is a URI
+    (``%20`` for a space), and the capture %-escapes the name itself (capture/landing.py)."""
+    return F.nullif(_unescape(_unescape(F.regexp_extract("_source_file", pattern, group))), F.lit(""))
+
+
+def _unescape(text: Column) -> Column:
+    # url_decode also reads "+" as a space (form encoding); neither escaping writes it so.
+    return F.url_decode(F.replace(text, F.lit("+"), F.lit("%2B")))
 
 
 # -- binlog (§2.1, §2.2) ---------------------------------------------------------------------
