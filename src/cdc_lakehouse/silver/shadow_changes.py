@@ -10,6 +10,8 @@ rounds until every chain of key changes is resolved.
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -44,7 +46,7 @@ def latest_transactions(txns: DataFrame) -> DataFrame:
     return (
         txns.withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
         .select("txn_id", F.col("end_ts").alias("commit_ts"), F.col("db_user").alias("user"),
-                F.coalesce("db_role", F.lit("unknown")).alias("role"))
+                F.col("db_role").alias("role"))
     )
 
 
@@ -138,13 +140,9 @@ def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFr
         ))).alias("row_key"),
     ).distinct()
     ops = operations(changes, txns)
-    # A key change pulls in the old key's history too (one level per round of full_rows).
-    relevant = ops.join(touched_rows, (F.col("schema") == F.col("t_schema")) & (F.col("table") == F.col("t_table"))
-                        & ((F.col("key") == F.col("row_key")) | (F.col("old_key") == F.col("row_key"))), "left_semi")
-    relevant_keys = relevant.select("schema", "table", "key").unionByName(
-        relevant.filter("rename_in").select("schema", "table", F.col("old_key").alias("key"))
-    ).distinct()
-    history = ops.join(relevant_keys, ["schema", "table", "key"], "left_semi")
+    rows_keys = touched_rows.select(F.col("t_schema").alias("schema"), F.col("t_table").alias("table"),
+                                    F.col("row_key").alias("key"))
+    history = ops.join(_with_key_chains(rows_keys, changes), ["schema", "table", "key"], "left_semi")
     rows = full_rows(history).filter("emit").join(touched.select("txn_id"), "txn_id", "left_semi")
     shaped = rows.select(
         "_source", *TXN_COLUMNS[1:], "schema", "table", "ord", "op", "key", "old_key",
@@ -152,6 +150,27 @@ def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFr
         F.expr(_json_expr("before_map")).alias("before"),
     )
     return net_change.combine(shaped, [*TXN_COLUMNS, "schema", "table"])
+
+
+def _with_key_chains(row_keys: DataFrame, changes: DataFrame) -> DataFrame:
+    """The keys, the keys they were changed to, and along their chains of key changes the keys
+    they had before: a row's full image is rebuilt from its whole history. The renames come
+    from the raw change rows (a small plan), one level of the chain per round."""
+    renames = changes.select(
+        "schema", "table", "op", keys.from_json_object(F.col("key")).alias("key"),
+        F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key"))).alias("old_key"),
+    ).filter((F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key")))
+    # Checkpointed: the chain joins them once per round, and their own plans are large.
+    renames = renames.select("schema", "table", "key", "old_key").localCheckpoint()
+    row_keys = row_keys.distinct().localCheckpoint()
+    later = renames.join(row_keys.withColumnRenamed("key", "old_key"), ["schema", "table", "old_key"], "left_semi")
+    found = [row_keys, later.select("schema", "table", "key")]
+    frontier = row_keys
+    for _ in range(KEY_CHANGE_ROUNDS):  # each round reads only the last one: the plan grows linearly
+        frontier = renames.join(frontier, ["schema", "table", "key"], "left_semi").select(
+            "schema", "table", F.col("old_key").alias("key"))
+        found.append(frontier)
+    return functools.reduce(DataFrame.unionByName, found).distinct().localCheckpoint()
 
 
 def _json_expr(column: str) -> str:
