@@ -47,7 +47,8 @@ GOLD_TABLE = ("gold_table", "STRING", "The gold replica of the source table (sch
 TXN_ID = ("txn_id", "STRING",
           "Transaction id at the source (binlog: xid, gtid or position; shadow: the txn_id of the transaction table).")
 USER = ("user", "STRING", "Database user that ran the transaction; unknown when capture could not tell.")
-ROLE = ("role", "STRING", "Database role of that user for the transaction; unknown when capture could not tell.")
+ROLE = ("role", "STRING", "Database role of that user for the transaction; NULL when it ran without a role, "
+                               "unknown when capture could not tell.")
 
 REPLICATION_WATERMARK = GoldTable(
     "replication_watermark",

@@ -75,7 +75,8 @@ def transaction_id():
 
 def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     """The user and role of the session with the transaction's thread id that connected most
-    recently before the transaction began; ``unknown`` when there is none (CONTRACT §2.2)."""
+    recently before the transaction began; ``unknown`` when there is none (CONTRACT §2.2). A
+    session without a role keeps its NULL role: "no role" is an answer, "unknown" is not."""
     if sessions is None:
         return txns.withColumn("user", F.lit("unknown")).withColumn("role", F.lit("unknown"))
     s = sessions.dropDuplicates(["server_id", "thread_id", "connected_at", "user", "role"]).select(
@@ -91,7 +92,7 @@ def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     return (
         joined.withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
         .withColumn("user", F.coalesce("s_user", F.lit("unknown")))
-        .withColumn("role", F.coalesce("s_role", F.lit("unknown")))
+        .withColumn("role", F.when(F.col("s_user").isNull(), F.lit("unknown")).otherwise(F.col("s_role")))
         .drop("__r", "s_user", "s_role", "connected_at")
     )
 

@@ -49,7 +49,7 @@ def shadow_transactions_table(source: str, txns: DataFrame, changes: DataFrame, 
     latest = Window.partitionBy("txn_id").orderBy(F.col("end_ts").desc())
     recorded = txns.withColumn("__r", F.row_number().over(latest)).filter("__r = 1").select(
         "txn_id", F.lit("committed").alias("status"), F.col("end_ts").alias("commit_ts"),
-        F.col("db_user").alias("user"), F.coalesce("db_role", F.lit("unknown")).alias("role"), "client", "application",
+        F.col("db_user").alias("user"), F.col("db_role").alias("role"), "client", "application",
     )
     first_ops = changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"))
     held = first_ops.join(recorded, "txn_id", "left_anti").select(
