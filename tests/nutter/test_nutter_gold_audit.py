@@ -56,14 +56,15 @@ class GoldAuditFixture(NutterFixture):
         log = self.lake.table("gold.audit_log")
         points = self.lake.table("gold.replication_watermark").select("source", F.col("sequence").alias("point"))
         self.incomplete = log.where(
-            F.col("user").isNull() | F.col("role").isNull() | F.col("commit_ts").isNull() | F.col("txn_id").isNull()
+            # role may be NULL: a user acting without a role (unknown is for "capture could not tell")
+            F.col("user").isNull() | F.col("commit_ts").isNull() | F.col("txn_id").isNull()
             | ~F.col("operation").isin(*OPERATIONS) | (F.size("changed_columns") == 0)).count()
         self.repeated = log.groupBy("source", "txn_id", "schema", "table", "key").count().where("count > 1").count()
         self.after_point = log.join(points, "source").where(F.col("sequence") > F.col("point")).count()
         self.sources_audited = {r["source"] for r in log.select("source").distinct().collect()}
 
     def assertion_audit_log(self):
-        assert self.incomplete == 0, f"{self.incomplete} audit rows without user, role, time, transaction or change"
+        assert self.incomplete == 0, f"{self.incomplete} audit rows without user, time, transaction or change"
         assert self.repeated == 0, f"{self.repeated} changes audited more than once"
         assert self.after_point == 0, f"{self.after_point} audited changes after the replicas' commit point"
         missing = self.sources - self.sources_audited
