@@ -184,7 +184,16 @@ def test_gold_watermark_covers_every_committed_transaction(updates, pattern):
     src = updates.source(pattern)
     mark = updates.gold[-1][src.source].watermark
     assert mark is not None, f"{src.source}: no gold.replication_watermark row"
-    assert mark["transactions"] == len(updates.staged.commits[src.dialect])
+    assert_transaction_count(src, mark["transactions"], len(updates.staged.commits[src.dialect]))
+
+
+def assert_transaction_count(src, counted: int, workload: int) -> None:
+    """The watermark counts the source's applied transactions. A binlog is the whole server's:
+    it also holds what other tests of the session ran on the same MariaDB (other schemas)."""
+    if src.kind == "binlog":
+        assert counted >= workload
+    else:
+        assert counted == workload
 
 
 @pytest.mark.parametrize("pattern", SOURCES)
@@ -201,7 +210,7 @@ def test_gold_after_the_first_update_is_a_coherent_source_state(updates, pattern
         assert len(applied) < len(commits), "the first update saw only part of the workload"
     if src.kind == "binlog":
         assert applied == {c.no for c in commits[:len(applied)]}, "a prefix of the commit order"
-    assert gold.watermark["transactions"] == len(applied)
+    assert_transaction_count(src, gold.watermark["transactions"], len(applied))
     state = lp.state_after(commits, applied)
     wrong = [d for table, rows in gold.replicas.items()
              if (d := _differences(table, rows, state[table.split(".", 1)[1]].values()))]
