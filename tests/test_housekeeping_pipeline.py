@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.snapshot.cli import main
+from cdc_lakehouse.cli import main
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.snapshot.cli import build_parser, main
+from cdc_lakehouse.cli import build_parser, main
 from cdc_lakehouse.snapshot.corrections import read_corrections
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
 from cdc_lakehouse.storage import DeltaRsStore

@@ -6,7 +6,6 @@ address Unity Catalog tables (``--catalog C``), exactly one of the two.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -152,17 +151,3 @@ def _summary(report: dict) -> dict:
     if isinstance(result, dict):
         shown["archive"] = {**shown["archive"], "result": {k: v for k, v in result.items() if k != "files"}}
     return shown
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """A parser with only these commands (tests; the real one is cdc_lakehouse.cli)."""
-    parser = argparse.ArgumentParser(prog="cdc-lakehouse")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_snapshot_commands(sub)
-    add_housekeeping_command(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
