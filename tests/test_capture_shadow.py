@@ -1,9 +1,14 @@
 """Shadow triggers and export on live PostgreSQL and MariaDB.
 
-In-flight transactions, commit times, exactly-once export across a crash, purging.
+In-flight transactions, commit times, exactly-once export across a crash, purging right after
+landing (``purge="on_landing"``). Purging by the lakehouse's acknowledgement (the default):
+test_capture_shadow_ack.py.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 from live import fixtures
@@ -11,6 +16,7 @@ from live.replay import read_jsonl
 
 from cdc_lakehouse.capture import ddl_mariadb, ddl_postgres
 from cdc_lakehouse.capture.connect import connect
+from cdc_lakehouse.capture.landing import publish
 from cdc_lakehouse.capture.shadow_export import ShadowExporter, export_once
 from cdc_lakehouse.capture.shadow_readers import MariaDBShadowReader, PostgresShadowReader
 from cdc_lakehouse.capture.sqlquote import TableName, my_ident, pg_ident
@@ -117,20 +123,12 @@ def _ms(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp() * 1000
 
 
-class CrashAfterPublish:
-    """The real reader, except that the first purge dies as if the process was killed."""
-
-    def __init__(self, reader):
-        self.reader, self.crashed = reader, False
-
-    def read(self, limit):
-        return self.reader.read(limit)
-
-    def purge(self, txn_ids, change_ids):
-        if not self.crashed:
-            self.crashed = True
-            raise KeyboardInterrupt("killed between publishing and purging")
-        self.reader.purge(txn_ids, change_ids)
+def crash_after_publish(exporter: ShadowExporter, reader) -> None:
+    """Leave on disk what a process killed between publishing and purging leaves: the batch
+    journaled, its files renamed to their final names, the journal not cleared."""
+    exporter.journal(reader.read(exporter.batch_rows))
+    for tmp, final in json.loads(exporter.state_path.read_text())["pending"]["files"]:
+        publish(Path(tmp), Path(final))
 
 
 def test_crash_between_publish_and_purge_exports_once(dialect, tmp_path):
@@ -139,14 +137,14 @@ def test_crash_between_publish_and_purge_exports_once(dialect, tmp_path):
     conn = dialect.session()
     for i in range(5):
         dialect.run(conn, f"INSERT INTO {src} VALUES ({i}, 'v{i}')")
-    export_once(dialect.server.dsn, tmp_path, "warmup")  # other tests' leftovers out of the way
+    # other tests' leftovers out of the way (also rows they exported and left for an ack)
+    export_once(dialect.server.dsn, tmp_path, "warmup", purge="on_landing")
     for i in range(5, 10):
         dialect.run(conn, f"INSERT INTO {src} VALUES ({i}, 'v{i}')")
-    with pytest.raises(KeyboardInterrupt):
-        ShadowExporter(CrashAfterPublish(dialect.reader()), tmp_path, "s").run()
+    crash_after_publish(ShadowExporter(dialect.reader(), tmp_path, "s", purge="on_landing"), dialect.reader())
     dialect.run(conn, f"DELETE FROM {src} WHERE id = 9")
-    ShadowExporter(dialect.reader(), tmp_path, "s").run()  # finishes the journaled batch first
-    ShadowExporter(dialect.reader(), tmp_path, "s").run()  # nothing new: no new file
+    export_once(dialect.server.dsn, tmp_path, "s", purge="on_landing")  # finishes the journaled batch first
+    export_once(dialect.server.dsn, tmp_path, "s", purge="on_landing")  # nothing new: no new file
     txns, changes = _landed(tmp_path / "s", table)
     assert sorted((r["key"]["id"], r["op"]) for r in changes) == sorted(
         [(i, "I") for i in range(5, 10)] + [(9, "D")])

@@ -83,13 +83,17 @@ def select_all(server, dialect: str, schema: str) -> dict[str, list[dict]]:
 
 
 def capture_all(pg, maria, landing: Path, schema: str = wl.SCHEMA) -> dict[str, CapturedSource]:
-    """Run every capture tool once; each resumes where its last run stopped."""
+    """Run every capture tool once; each resumes where its last run stopped.
+
+    Shadow exports purge right after landing: these runs have no housekeeping to acknowledge
+    them, and the servers are shared, so rows left behind would land again in other tests'
+    folders (their exports keep ledgers of their own)."""
     sources = {}
     if pg is not None:
-        export_once(pg.dsn, landing, f"pg_{schema}")
+        export_once(pg.dsn, landing, f"pg_{schema}", purge="on_landing")
         sources[f"pg_{schema}"] = CapturedSource(f"pg_{schema}", "shadow", "postgres", schema)
     if maria is not None:
-        export_once(maria.dsn, landing, f"maria_{schema}_shadow")
+        export_once(maria.dsn, landing, f"maria_{schema}_shadow", purge="on_landing")
         capture(BinlogConfig(host="127.0.0.1", port=maria.port, user="root", landing=landing,
                              source=f"maria_{schema}"))
         sources[f"maria_{schema}_shadow"] = CapturedSource(f"maria_{schema}_shadow", "shadow",

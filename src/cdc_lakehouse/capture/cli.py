@@ -119,10 +119,12 @@ def cmd_shadow_export(args) -> int:
     from .shadow_export import export_once
 
     source = args.source or _default_source(args.dsn)
-    result = export_once(args.dsn, args.landing, source, args.state, args.batch_rows)
+    result = export_once(args.dsn, args.landing, source, args.state, args.batch_rows, args.purge)
     print(json.dumps({"source": source, "batches": result.batches, "txn_rows": result.txn_rows,
                       "change_rows": result.change_rows,
-                      "files": [str(f) for f in result.files or []]}))
+                      "files": [str(f) for f in result.files or []], "purge": args.purge,
+                      "purged_txns": result.purged_txns,
+                      "purged_change_rows": result.purged_change_rows}))
     return 0
 
 
@@ -172,8 +174,12 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     export.add_argument("--dsn", required=True)
     export.add_argument("--landing", required=True, type=Path)
     export.add_argument("--source", help="source name (default: the DSN's database)")
-    export.add_argument("--state", type=Path, help="journal folder (default <landing>/<source>/.capture)")
+    export.add_argument("--state", type=Path, help="journal and ledger folder (default <landing>/<source>/.capture)")
     export.add_argument("--batch-rows", type=int, default=50_000)
+    export.add_argument("--purge", choices=("ack", "on_landing"), default="ack",
+                        help="when exported rows leave the source: once <landing>/<source>/_ack.json "
+                             "(written by housekeeping) covers them (default), or as soon as their "
+                             "landing file is durable (deployments without housekeeping)")
     export.set_defaults(func=cmd_shadow_export)
 
     binlog = sub.add_parser("binlog", help="capture a MariaDB/MySQL row-based binlog")

@@ -2,9 +2,10 @@
 
 Each read runs in one REPEATABLE READ snapshot, so it sees exactly the transactions committed
 before it started: rows of a transaction still in flight are invisible (whatever their ids),
-and a transaction's row and its change rows are seen together. Nothing is remembered between
-reads: what was exported is purged, and what is left is what is new, so a transaction that
-commits late is simply found by a later read — no id high-water mark that it could fall behind.
+and a transaction's row and its change rows are seen together. A read skips exactly the rows
+the exporter names (exported, not purged yet: id ranges and transaction ids); everything else
+left is new, so a transaction that commits late is simply found by a later read — no id
+high-water mark that it could fall behind (ids are taken at INSERT, not at COMMIT).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from decimal import Decimal
 from .landing import iso_utc
 from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, pg_ident
 
+Ranges = dict[str, list[list[int]]]  # shadow table -> sorted, disjoint [first id, last id]
+
 
 @dataclass
 class Batch:
@@ -23,6 +26,7 @@ class Batch:
     changes: dict[TableName, list[dict]] = field(default_factory=dict)  # §2.4 rows per table
     txn_ids: list[str] = field(default_factory=list)  # to purge from the transaction table
     change_ids: dict[str, list[int]] = field(default_factory=dict)  # shadow table -> row ids
+    change_txns: dict[str, list[str]] = field(default_factory=dict)  # shadow table -> txn per id
     full: bool = False  # some table had more rows than the read limit
 
     @property
@@ -44,9 +48,23 @@ def _change_row(txn_id, op_ts, op_seq, op, key, old_key, values) -> dict:
             "key": _json(key), "old_key": _json(old_key), "values": _json(values)}
 
 
+def _pg_multirange(ranges: list[list[int]]) -> str:
+    return "{" + ",".join(f"[{lo},{hi}]" for lo, hi in ranges) + "}"
+
+
+def _my_skip(ranges: list[list[int]]) -> tuple[str, list[int]]:
+    """A WHERE clause leaving out the id ranges (ranges, not an id list: exported ids are
+    mostly consecutive, so the statement stays short)."""
+    if not ranges:
+        return "", []
+    return ("WHERE NOT (" + " OR ".join(["id BETWEEN %s AND %s"] * len(ranges)) + ") ",
+            [i for r in ranges for i in r])
+
+
 def _collect(batch: Batch, table: TableName, shadow: str, rows, limit: int) -> None:
     batch.changes[table] = [_change_row(*r[1:]) for r in rows]
     batch.change_ids[shadow] = [int(r[0]) for r in rows]
+    batch.change_txns[shadow] = [str(r[1]) for r in rows]
     batch.full |= len(rows) >= limit
 
 
@@ -55,16 +73,19 @@ class PostgresShadowReader:
         self.conn = conn
         conn.autocommit = True
 
-    def read(self, limit: int) -> Batch:
+    def read(self, limit: int, skip_txns: list[str] = (), skip_ids: Ranges | None = None) -> Batch:
+        """Committed rows, except transaction rows ``skip_txns`` and change rows in ``skip_ids``."""
         from psycopg import sql
 
         batch = Batch()
+        skip_ids = skip_ids or {}
         with self.conn.cursor() as cur:
             cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:
                 cur.execute(f"SELECT txn_id::text, end_ts, db_user, db_role, client, application "
                             f"FROM {pg_ident(CAPTURE_SCHEMA)}._transactions "
-                            f"ORDER BY end_ts, txn_id LIMIT %s", (limit,))
+                            f"WHERE txn_id <> ALL(%s::text[]::xid8[]) "
+                            f"ORDER BY end_ts, txn_id LIMIT %s", (list(skip_txns), limit))
                 txns = cur.fetchall()
                 batch.txns = [_txn_row(*r) for r in txns]
                 batch.txn_ids = [r[0] for r in txns]
@@ -74,8 +95,9 @@ class PostgresShadowReader:
                 for schema, name, shadow in cur.fetchall():
                     cur.execute(sql.SQL(
                         'SELECT id, txn_id::text, op_ts, op_seq, op, key::text, old_key::text, '
-                        '"values"::text FROM {}.{} ORDER BY id LIMIT %s').format(
-                        sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow)), (limit,))
+                        '"values"::text FROM {}.{} WHERE NOT (id <@ %s::int8multirange) '
+                        'ORDER BY id LIMIT %s').format(sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow)),
+                        (_pg_multirange(skip_ids.get(shadow, [])), limit))
                     _collect(batch, TableName(schema, name), shadow, cur.fetchall(), limit)
             finally:
                 cur.execute("COMMIT")
@@ -109,8 +131,11 @@ class MariaDBShadowReader:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")  # registry times come out in UTC
 
-    def read(self, limit: int) -> Batch:
+    def read(self, limit: int, skip_txns: list[str] = (), skip_ids: Ranges | None = None) -> Batch:
+        """Committed rows, except change rows in ``skip_ids`` (``skip_txns`` is for PostgreSQL:
+        transaction rows here are assembled from the change rows read)."""
         s = my_ident(CAPTURE_SCHEMA)
+        skip_ids = skip_ids or {}
         batch = Batch()
         firsts: dict[int, tuple] = {}  # txn -> (op_seq, user, client, last op time)
         with self.conn.cursor() as cur:
@@ -119,9 +144,10 @@ class MariaDBShadowReader:
                 cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
                             f"ORDER BY 1, 2")
                 for schema, name, shadow in cur.fetchall():
+                    where, params = _my_skip(skip_ids.get(shadow, []))
                     cur.execute(f"SELECT id, txn_id, op_ts, op_seq, op, `key`, old_key, `values`, "
-                                f"db_user, client FROM {s}.{my_ident(shadow)} "
-                                f"ORDER BY id LIMIT %s", (limit,))
+                                f"db_user, client FROM {s}.{my_ident(shadow)} {where}"
+                                f"ORDER BY id LIMIT %s", (*params, limit))
                     rows = cur.fetchall()
                     _collect(batch, TableName(schema, name), shadow, [r[:8] for r in rows], limit)
                     for r in rows:
