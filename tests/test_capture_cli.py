@@ -51,7 +51,7 @@ def test_apply_export_and_binlog_on_live_mariadb(tmp_path, capsys):
     conn.close()
     capsys.readouterr()
     assert cli("capture", "shadow-export", "--dsn", maria.dsn, "--landing", str(tmp_path),
-               "--source", "ms") == 0
+               "--source", "ms", "--purge", "on_landing") == 0  # shared server: leave no rows behind
     report = json.loads(capsys.readouterr().out)
     assert report["change_rows"] >= 1 and (tmp_path / "ms" / "shadow" / f"{schema}.t").is_dir()
     assert cli("capture", "binlog", "--host", "127.0.0.1", "--port", str(maria.port),
