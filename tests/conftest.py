@@ -1,7 +1,10 @@
-"""One Spark session for the whole test run; every test gets its own lake and landing folders."""
+"""One Spark session for the whole test run; every test gets its own lake and landing folders,
+except that the README demo lake (``cdc-lakehouse run`` on ``fixtures/``) is built once and
+shared read-only: tests that write to it take ``demo_lake_copy``."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,3 +29,20 @@ def landing(tmp_path) -> Path:
     path = tmp_path / "landing"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_lake(spark, tmp_path_factory) -> Path:
+    """The lake ``make demo`` builds: every layer, every source of conf/onboarding.yml, run by
+    the CLI on fixtures/landing. Read-only: several test modules share it."""
+    from cdc_lakehouse.cli import main
+
+    lake = tmp_path_factory.mktemp("demo") / "lake"
+    assert main(["run", "--lake", str(lake)]) == 0
+    return lake
+
+
+@pytest.fixture
+def demo_lake_copy(demo_lake, tmp_path) -> Path:
+    """A private copy of the demo lake, for tests that run the pipeline on it again."""
+    return Path(shutil.copytree(demo_lake, tmp_path / "demo_lake"))

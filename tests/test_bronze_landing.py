@@ -423,13 +423,10 @@ def fixture_lines(relative_glob: str) -> list[str]:
             for line in path.read_text().splitlines()]
 
 
-def test_the_demo_fixtures_land_whole_and_exact(spark, tmp_path):
+def test_the_demo_fixtures_land_whole_and_exact(spark, demo_lake):
     from cdc_lakehouse.runtime.catalog import run_sql
 
-    conf = {"cdc_lakehouse.landing_path": str(REPO / "fixtures/landing"),
-            "cdc_lakehouse.onboarding_file": str(REPO / "conf/onboarding.yml")}
-    run_pipeline(spark, [BRONZE, GOLD], tmp_path, conf)
-    store = DeltaRsStore(spark, tmp_path)
+    store = DeltaRsStore(spark, demo_lake)
 
     landed = {
         "bronze.shop_snapshot_manifests": len(list((REPO / "fixtures/landing").glob("shop/snapshot/*/*/_manifest.json"))),

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from cdc_lakehouse.cli import main
 from lake_helpers import REPO, write_jsonl
-
-
-@pytest.fixture(scope="module")
-def demo_lake(spark, tmp_path_factory):
-    lake = tmp_path_factory.mktemp("demo") / "lake"
-    assert main(["run", "--lake", str(lake)]) == 0
-    return lake
 
 
 def _json_out(capsys, argv) -> object:
@@ -42,10 +34,10 @@ def test_sql_json_answers_from_the_lake(demo_lake, capsys):
     ]
 
 
-def test_rerun_of_the_demo_reads_nothing_new(demo_lake, capsys):
-    assert main(["run", "--lake", str(demo_lake)]) == 0
+def test_rerun_of_the_demo_reads_nothing_new(demo_lake_copy, capsys):
+    assert main(["run", "--lake", str(demo_lake_copy)]) == 0
     log = _json_out(capsys, [
-        "sql", "--lake", str(demo_lake), "--json",
+        "sql", "--lake", str(demo_lake_copy), "--json",
         "SELECT sum(rows_read) AS n FROM pipeline.event_log WHERE update_id = "
         "(SELECT max_by(update_id, timestamp) FROM pipeline.event_log) AND flow LIKE 'bronze.%'",
     ])

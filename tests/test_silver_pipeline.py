@@ -1,9 +1,9 @@
-"""Silver on the shop fixtures: replicas equal the source state, whatever the delivery."""
+"""Silver on the shop fixtures: replicas equal the source state (duplicate and shuffled delivery:
+test_reliability_pipeline.py, on a workload with more awkward cases)."""
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
 
 import pytest
@@ -14,20 +14,15 @@ from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import FIXTURES, TABLES, assert_replica_equals_source, onboarding_for, run_project
 
 
-def _lake_of(spark, tmp_path_factory, source: str):
-    tmp = tmp_path_factory.mktemp(source)
-    run_project(spark, FIXTURES / "landing", tmp / "lake", onboarding_for(tmp, {source}))
-    return tmp / "lake"
+# Both sources are in the demo lake (conftest): one pipeline run on the fixtures serves both.
+@pytest.fixture(scope="module")
+def binlog_lake(demo_lake):
+    return demo_lake
 
 
 @pytest.fixture(scope="module")
-def binlog_lake(spark, tmp_path_factory):
-    return _lake_of(spark, tmp_path_factory, "shop")
-
-
-@pytest.fixture(scope="module")
-def shadow_lake(spark, tmp_path_factory):
-    return _lake_of(spark, tmp_path_factory, "shop_pg")
+def shadow_lake(demo_lake):
+    return demo_lake
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -84,20 +79,6 @@ def _deliver(files, landing):
         dest = landing / src.relative_to(FIXTURES / "landing").parent / name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, dest)
-
-
-def test_duplicate_and_shuffled_delivery_gives_the_same_replicas(spark, tmp_path):
-    """Every file delivered twice (under another name), in random order over three runs."""
-    onboarding = onboarding_for(tmp_path, {"shop"})
-    files = sorted((FIXTURES / "landing/shop").rglob("*.jsonl"))
-    deliveries = [(f, f.name) for f in files] + [(f, f"again-{f.name}") for f in files]
-    random.Random(4).shuffle(deliveries)
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
-    for part in (deliveries[:3], deliveries[3:6], deliveries[6:]):
-        _deliver(part, landing)
-        run_project(spark, landing, lake, onboarding)
-    for table in TABLES:
-        assert_replica_equals_source(spark, lake, "shop", table)
 
 
 def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):

@@ -1,6 +1,6 @@
 """The Nutter fixtures of this folder, run locally: the same classes a user runs in the workspace
-with ``nutter run``, here against a lake built by running our pipeline once on ``fixtures/``
-(Databricks-style configuration, ``cdc_lakehouse.runtime``), so they are never stale.
+with ``nutter run``, here against the demo lake (``cdc-lakehouse run`` on ``fixtures/``, built once per test run), so
+they are never stale. The bundle's pipeline configuration resolves to exactly that run's.
 
 Each notebook is imported as a module (its workspace-only last cell is skipped: no ``dbutils``),
 each ``NutterFixture`` subclass in it is given a ``LocalLake`` and ``execute_tests()`` runs it
@@ -65,13 +65,19 @@ def fixtures_in(notebook: Path) -> list[type]:
 
 
 @pytest.fixture(scope="module")
-def local_lake(spark, tmp_path_factory) -> LocalLake:
-    from cdc_lakehouse.runtime.runner import run_pipeline
+def local_lake(spark, demo_lake) -> LocalLake:
+    return LocalLake(spark, demo_lake)
 
-    lake = tmp_path_factory.mktemp("nutter") / "lake"
-    sources = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
-    run_pipeline(spark, sources, lake, pipeline_configuration())
-    return LocalLake(spark, lake)
+
+def test_the_bundle_configuration_is_the_demo_run_configuration() -> None:
+    """So the demo lake is the lake the deployed pipeline builds from the same landing files."""
+    from cdc_lakehouse.cli import build_parser
+
+    demo = build_parser().parse_args(["run"])
+    assert pipeline_configuration() == {
+        "cdc_lakehouse.landing_path": str(Path(demo.landing).resolve()),
+        "cdc_lakehouse.onboarding_file": str(Path(demo.config).resolve()),
+    }
 
 
 def run_fixture(cls: type, lake) -> object:
