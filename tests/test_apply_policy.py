@@ -3,7 +3,8 @@ impossible pairs and changes the replicas cannot take all end in ``silver.<sourc
 with what the replicas did; one table's bad data never stops the other tables.
 
 Unit tests on small change streams, a property test against a plain-Python model, and one
-pipeline run (bronze and silver) on a hand-made landing folder.
+pipeline run (bronze, silver and gold) on a hand-made landing folder: gold's health datasets show
+exactly the anomalies silver recorded.
 """
 
 from __future__ import annotations
@@ -299,7 +300,7 @@ def lake(spark, tmp_path_factory):
                   "user": "api", "role": "app"}])
     write_jsonl(landing / f"shop/binlog/{FILE}.jsonl", BINLOG)
     write_jsonl(landing / "shop/corrections/shop.orders/s1.jsonl", [CORRECTION])
-    sources = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver")]
+    sources = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
     run_pipeline(spark, sources, lake, {"cdc_lakehouse.landing_path": str(landing),
                                         "cdc_lakehouse.onboarding_file": str(_onboarding(tmp, {"products", "orders"}))})
     return DeltaRsStore(spark, lake)
@@ -331,3 +332,21 @@ def test_pipeline_anomalies_table(spark, lake):
         ("orders", '{"order_id":"2"}', "snapshot:s1", "UPSERT", "unknown_op", "NONE", "snapshot"),
     ], "table string, key string, txn_id string, op string, anomaly string, applied_as string, origin string"))
     assert table.filter(F.col("detail").isNull() | F.col("user").isNull() | F.col("sequence").isNull()).count() == 0
+
+
+# -- gold: the dashboard's health datasets show exactly these anomalies -------------------------
+PRODUCT_KINDS = ["delete_of_missing_key", "insert_of_existing_key", "update_of_missing_key"]
+ORDER_KINDS = ["incomplete_key", "insert_after_insert", "unknown_op"]
+
+
+def test_pipeline_gold_data_quality_counts_the_anomalies_per_table(spark, lake):
+    got = lake.read("gold.data_quality").select("source", "table", "anomalous_changes", "anomalies")
+    assertDataFrameEqual(got, spark.createDataFrame([
+        ("shop", "shop.products", 3, PRODUCT_KINDS),
+        ("shop", "shop.orders", 3, ORDER_KINDS),
+    ], "source string, table string, anomalous_changes bigint, anomalies array<string>"))
+
+
+def test_pipeline_gold_replication_health_counts_the_anomalous_changes(spark, lake):
+    got = lake.read("gold.replication_health").select("source", "anomalous_changes")
+    assertDataFrameEqual(got, spark.createDataFrame([("shop", 6)], "source string, anomalous_changes bigint"))

@@ -9,6 +9,8 @@ One pipeline history is shared by the module, in three runs:
    committed and before silver.shop_order_items is: silver is torn, order 59 is in the orders
    replica and its items are not in the items replica;
 3. the same again, to the end.
+
+The anomaly counts are also checked on the shared README demo lake (``demo_lake``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import pipeline_configuration, run_pipeline
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.storage import DeltaRsStore
+from lake_helpers import REPO
 from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_rows, onboarding_for, run_project
 
 SOURCE = "shop"
@@ -310,6 +313,33 @@ def test_replication_health_after_the_last_run(history):
     assert (row["source"], row["sequence"], row["last_commit_ts"]) == (SOURCE, watermark["sequence"], watermark["commit_ts"])
     assert row["lag_seconds"] > 0 and row["pending_transactions"] == 0 and row["held_transactions"] == 0
     assert (row["rolled_back_transactions"], row["quarantined_lines"], row["anomalous_changes"]) == (14, 2, 0)
+
+
+QUALITY_ANOMALIES = "source string, table string, anomalous_changes bigint, anomalies array<string>"
+
+
+def test_gold_shows_the_anomalies_silver_recorded(spark, history):
+    """The shop fixtures have no anomalies (silver.shop_anomalies is empty), so gold shows none
+    per table. tests/test_apply_policy.py checks a lake with anomalies of six kinds."""
+    assert history.read("silver.shop_anomalies").count() == 0
+    tables = [history.flow(t).qualified_table for t in TABLES] + [health.NO_TABLE]
+    quality = history.read("gold.data_quality").select("source", "table", "anomalous_changes", "anomalies")
+    assertDataFrameEqual(quality, spark.createDataFrame([(SOURCE, t, 0, []) for t in tables], QUALITY_ANOMALIES))
+
+
+def test_demo_lake_gold_shows_the_anomalies_silver_recorded(spark, demo_lake):
+    """The README demo (every source of conf/onboarding.yml): no anomaly in either source's
+    silver.<source>_anomalies, so every table and source shows 0 and no kinds."""
+    store = DeltaRsStore(spark, demo_lake)
+    sources = {"shop", "shop_pg"}
+    assert {s: store.read(f"silver.{s}_anomalies").count() for s in sources} == {s: 0 for s in sources}
+    flows = load_onboarding(REPO / "conf/onboarding.yml").flows  # what `cdc-lakehouse run` onboards
+    expected = [(f.source, f.qualified_table, 0, []) for f in flows]
+    quality = store.read("gold.data_quality").select("source", "table", "anomalous_changes", "anomalies")
+    assertDataFrameEqual(quality, spark.createDataFrame(expected, QUALITY_ANOMALIES))
+    health_rows = store.read("gold.replication_health").select("source", "anomalous_changes")
+    assertDataFrameEqual(health_rows, spark.createDataFrame([(s, 0) for s in sorted(sources)],
+                                                            "source string, anomalous_changes bigint"))
 
 
 def test_quarantine_counted_per_table(history):

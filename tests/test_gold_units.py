@@ -1,5 +1,5 @@
 """Gold logic on small hand-made change streams: commit points, replicas at a point, audit rows
-with column filters, quarantine attribution, and the dashboard's widget queries."""
+with column filters, quarantine attribution, anomalies per table, and the dashboard's widget queries."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.config import parse_onboarding
-from cdc_lakehouse.gold import dashboard, health
+from cdc_lakehouse.config import load_onboarding, parse_onboarding
+from cdc_lakehouse.gold import dashboard, health, inputs
 from cdc_lakehouse.gold.audit import audit_rows
 from cdc_lakehouse.gold.commit_point import at_point, commit_point, commit_point_at, source_watermark
 from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
+from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.silver.apply_policy import anomalies
 from lake_helpers import REPO
 
 CHANGES_DDL = (
@@ -40,6 +42,11 @@ def change(position, txn, op, row, before=None, key=None, changed=None, user="al
     key = key or json.dumps({"customer_id": str(image["customer_id"])}, separators=(",", ":"))
     return ("shop_pg", "shop", table, key, op, row, before, changed or sorted(image), [], 1, txn,
             datetime(2026, 3, 2, 9, 0, position), (position, txn), user, role, "shadow")
+
+
+def with_pairs(row, pairs):
+    """The change row with impossible pairs in its ``anomalies`` column."""
+    return row[:8] + (pairs,) + row[9:]
 
 
 def stream(spark, *rows):
@@ -144,6 +151,37 @@ def test_quarantined_line_attributed_to_its_table(spark):
     ], "_raw string, _source_file string")
     tables = [r[0] for r in lines.select(health.quarantined_table()).collect()]
     assert tables == ["shop.orders", "shop.orders", "shop.products", health.NO_TABLE]
+
+
+def test_anomalies_per_table_count_each_change_once_with_every_kind(spark):
+    """From silver's anomalies table: a change with two anomalies (an insert of an existing key
+    that was also an impossible pair) counts once, a transaction recorded again counts once."""
+    twice = with_pairs(change(2, "t2", "INSERT", ANN), ["INSERT after INSERT"])
+    changes = stream(
+        spark,
+        change(1, "t1", "INSERT", ANN),
+        twice, twice, with_pairs(change(3, "t2", "INSERT", ANN), ["INSERT after INSERT"]),  # re-emit, re-record
+        change(4, "t4", "DELETE", None, before=BOB),
+        change(5, "t5", "UPDATE", '{"product_id":9}', key='{"product_id":"9"}', table="products"),
+    )
+    rows = health.changes_with_anomalies(anomalies(changes))
+    assertDataFrameEqual(health.anomalies_per_table(rows), spark.createDataFrame([
+        ("shop.customers", 2, ["delete_of_missing_key", "insert_after_insert", "insert_of_existing_key"]),
+        ("shop.products", 1, ["update_of_missing_key"]),
+    ], "table string, anomalous_changes bigint, anomalies array<string>"))
+
+
+def test_a_source_without_a_change_stream_has_no_anomalies(spark):
+    """Only binlog and shadow sources get silver.<source>_anomalies: others count none, unread."""
+    settings = PipelineSettings(landing_path="/l", onboarding=load_onboarding(REPO / "conf/onboarding.yml"))
+    assert [inputs.has_change_stream(settings, s) for s in ("shop", "shop_pg", "snapshot_only")] == [True, True, False]
+
+    def read(name):
+        raise AssertionError(f"{name} read for a source without a change stream")
+
+    rows = health.anomaly_rows(read, settings, "snapshot_only", spark)
+    assert rows.count() == 0 and rows.columns == ["table", "change", "anomaly"]
+    assert health.anomalies_per_table(rows).count() == 0
 
 
 def test_widget_sql_groups_by_the_fields_that_are_not_aggregates():

@@ -1,6 +1,8 @@
 # Gold: replication health. Lag per source (last commit applied vs the update's time), held
 # transactions and their age, quarantined lines and anomalies per table, rows per layer.
-# gold.replication_health is what `cdc-lakehouse remote health` prints. See docs/gold.md.
+# Anomalies come from silver.<source>_anomalies (apply policy and impossible pairs), so every kind
+# silver records reaches the dashboard. gold.replication_health is what `cdc-lakehouse remote health`
+# prints. See docs/gold.md.
 import dlt
 
 from cdc_lakehouse.gold import health

@@ -1,9 +1,11 @@
 # Databricks notebook source
 # MAGIC %md
-# MAGIC # Nutter fixture: gold summaries agree with bronze
+# MAGIC # Nutter fixture: gold summaries agree with bronze and silver
 # MAGIC
 # MAGIC `gold.landing_summary` counts, per source and bronze table, exactly the rows bronze holds
-# MAGIC (and, where it reports them, the rows its quarantine table holds).
+# MAGIC (and, where it reports them, the rows its quarantine table holds). `gold.data_quality` and
+# MAGIC `gold.replication_health` show exactly the anomalies `silver.<source>_anomalies` records:
+# MAGIC per table the distinct changes (a change with two anomalies counts once) and their kinds.
 # MAGIC
 # MAGIC * Workspace: `nutter run <bundle files>/tests/nutter/ --cluster_id <id> --recursive --notebook_params '{"catalog": "main"}'`.
 # MAGIC * Locally: `pytest tests/nutter` runs this class against a lake built from `fixtures/`.
@@ -25,7 +27,7 @@ from runtime.nutterfixture import NutterFixture, tag
 
 
 class GoldFixture(NutterFixture):
-    """Gold tables that exist today; silver replicas and the gold audit add fixtures later."""
+    """Gold summaries against the layer they summarize (the gold audit has its own fixture)."""
 
     def __init__(self, lake, binlog_sources=("shop",), shadow_sources=("shop_pg",)):
         super().__init__()
@@ -57,6 +59,35 @@ class GoldFixture(NutterFixture):
         landed = {row["source"] for row in self.summary if row["rows"]}
         missing = self.sources - landed
         assert not missing, f"sources without landed rows in gold.landing_summary: {sorted(missing)}"
+
+    @tag("gold")
+    def run_anomalies(self):
+        quality = self.lake.table("gold.data_quality").collect()
+        # Tables without anomalies show (0, []): compare only the others with what silver recorded.
+        self.shown = {(r["source"], r["table"]): (r["anomalous_changes"], list(r["anomalies"]))
+                      for r in quality if r["anomalous_changes"] or r["anomalies"]}
+        self.per_source = {r["source"]: r["anomalous_changes"]
+                           for r in self.lake.table("gold.replication_health").collect()}
+        self.recorded = {}
+        for source in sorted(self.sources):  # binlog and shadow sources: those with an anomalies table
+            for row in self._recorded_anomalies(source).collect():
+                self.recorded[(source, row["table"])] = (row["changes"], list(row["kinds"]))
+
+    def _recorded_anomalies(self, source):
+        """Per table: changes with anomalies (row key, transaction, sequence) and their kinds."""
+        anomalies = self.lake.table(f"silver.{source}_anomalies")
+        return anomalies.groupBy(F.concat_ws(".", "schema", "table").alias("table")).agg(
+            F.count_distinct(F.struct("key", "txn_id", "sequence")).alias("changes"),
+            F.array_sort(F.collect_set("anomaly")).alias("kinds"),
+        )
+
+    def assertion_anomalies(self):
+        assert self.shown == self.recorded, (
+            f"gold.data_quality (source, table) -> (changes, kinds) {self.shown} "
+            f"disagrees with silver anomalies {self.recorded}")
+        totals = {s: sum(c for (src, _), (c, _) in self.recorded.items() if src == s) for s in self.per_source}
+        assert self.per_source == totals, (
+            f"gold.replication_health anomalous_changes {self.per_source} disagree with silver {totals}")
 
 
 # COMMAND ----------

@@ -1,5 +1,9 @@
 """Replication health: lag, held transactions, quarantine and anomalies, rows per layer.
 
+Anomalies are read from ``silver.<source>_anomalies`` (silver/apply_policy.py), not from the change
+stream's ``anomalies`` column: that column only holds impossible pairs, while the anomalies table
+also has the apply-policy kinds (insert of an existing key, ...) and the changes held back.
+
 Every builder takes ``read(name)`` (``dlt.read`` in the pipeline, a store's ``read`` in tests)
 and the pipeline settings, and reads only pipeline tables, so it runs the same on Databricks.
 """
@@ -36,8 +40,8 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
     )
     txn_stats = transaction_stats(read(inputs.transactions_table(settings, source)), point)
     quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
-    anomalous = anomalous_changes(read(inputs.changes_table(settings, source))).agg(
-        F.count_distinct("__change").alias("anomalous_changes"))
+    anomalous = anomaly_rows(read, settings, source, point.sparkSession).agg(
+        F.count_distinct("change").alias("anomalous_changes"))
     return point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).select(
         "source", "sequence", "last_commit_ts", "last_txn_id", "measured_at",
         seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
@@ -99,16 +103,40 @@ def quarantined_lines(read, settings, source: str) -> DataFrame:
     return inputs.union_all(parts)
 
 
-def anomalous_changes(changes: DataFrame) -> DataFrame:
-    """Change rows with anomalies, with ``table`` and a ``__change`` identity (re-emits count once)."""
-    return changes.filter(F.size("anomalies") > 0).select(
-        "*", F.concat_ws(".", "schema", "table").alias("__table"),
-        F.struct("txn_id", "schema", "table", "key").alias("__change"),
+ANOMALY_ROWS = ("table string, change struct<key: string, txn_id: string, "
+                "sequence: struct<position: bigint, txn: string>>, anomaly string")
+
+
+def anomaly_rows(read, settings, source: str, spark) -> DataFrame:
+    """The source's ``silver.<source>_anomalies`` as ``changes_with_anomalies`` rows. A source
+    without a change stream has no anomalies table, hence no rows."""
+    if not inputs.has_change_stream(settings, source):
+        return spark.createDataFrame([], ANOMALY_ROWS)
+    return changes_with_anomalies(read(inputs.anomalies_table(settings, source)))
+
+
+def changes_with_anomalies(anomalies: DataFrame) -> DataFrame:
+    """One row per anomaly: its ``table``, the ``change`` it is about and the ``anomaly`` kind.
+    The anomalies table holds each change once (re-emits merged), so row key, transaction and
+    sequence identify a change; a change with several anomalies has a row for each."""
+    return anomalies.select(
+        F.concat_ws(".", "schema", "table").alias("table"),
+        F.struct("key", "txn_id", "sequence").alias("change"),  # a struct with NULL fields still counts
+        "anomaly",
+    )
+
+
+def anomalies_per_table(rows: DataFrame) -> DataFrame:
+    """Per table: distinct changes with anomalies, and their sorted distinct kinds."""
+    return rows.groupBy("table").agg(
+        F.count_distinct("change").alias("anomalous_changes"),
+        F.array_sort(F.collect_set("anomaly")).alias("anomalies"),
     )
 
 
 def data_quality(read, settings) -> DataFrame:
-    """``gold.data_quality``: per source and table, quarantined lines and anomalous changes."""
+    """``gold.data_quality``: per source and table, quarantined lines and the changes
+    ``silver.<source>_anomalies`` records (apply policy and impossible pairs)."""
     return inputs.union_all([_source_quality(read, settings, s) for s in inputs.sources(settings)])
 
 
@@ -119,11 +147,7 @@ def _source_quality(read, settings, source: str) -> DataFrame:
         F.array_sort(F.collect_set("quarantine_table")).alias("quarantine_tables"),
         F.max("ingested_at").alias("last_quarantined_at"),
     )
-    changes = anomalous_changes(read(inputs.changes_table(settings, source)))
-    anomalies = changes.groupBy(F.col("__table").alias("table")).agg(
-        F.count_distinct("__change").alias("anomalous_changes"),
-        F.array_sort(F.array_distinct(F.flatten(F.collect_list("anomalies")))).alias("anomalies"),
-    )
+    anomalies = anomalies_per_table(anomaly_rows(read, settings, source, quarantine.sparkSession))
     tables = quarantine.sparkSession.createDataFrame(
         [(f.qualified_table,) for f in inputs.flows_of(settings, source)], "table string")
     every = tables.join(quarantine, "table", "full").join(anomalies, "table", "full")

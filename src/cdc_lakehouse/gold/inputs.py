@@ -19,6 +19,20 @@ def changes_table(settings, source: str) -> str:
     return f"{settings.silver}.{source}_changes"
 
 
+# The captures silver builds a change stream for (silver/changes.py), and so an anomalies table
+# (silver/anomalies.py picks its sources the same way).
+CHANGE_STREAM_CAPTURES = ("binlog", "shadow")
+
+
+def has_change_stream(settings, source: str) -> bool:
+    return any(flow.capture in CHANGE_STREAM_CAPTURES for flow in flows_of(settings, source))
+
+
+def anomalies_table(settings, source: str) -> str:
+    """``silver.<source>_anomalies`` (apply_policy.py); only sources with a change stream have one."""
+    return f"{settings.silver}.{source}_anomalies"
+
+
 def transactions_table(settings, source: str) -> str:
     return f"{settings.silver}.{source}_transactions"
 

@@ -156,7 +156,8 @@ AUDIT_ROW_LAST_CHANGE = GoldTable(
 REPLICATION_HEALTH = GoldTable(
     "replication_health",
     "Per source: replication lag (measurement time vs commit time of the last transaction applied), "
-    "held transactions and their age, rolled back transactions, quarantined lines and anomalies.",
+    "held transactions and their age, rolled back transactions, quarantined lines and changes with "
+    "anomalies (silver.<source>_anomalies).",
     (
         SOURCE,
         ("sequence", SEQUENCE, "Commit point of the gold replicas (gold.replication_watermark)."),
@@ -172,7 +173,8 @@ REPLICATION_HEALTH = GoldTable(
         ("oldest_held_age_seconds", "DOUBLE", "measured_at minus oldest_held_begin_ts, in seconds."),
         ("rolled_back_transactions", "BIGINT", "Transactions ended by ROLLBACK (never applied)."),
         ("quarantined_lines", "BIGINT", "Landing lines of the source in bronze quarantine tables."),
-        ("anomalous_changes", "BIGINT", "Changes carrying source anomalies (CONTRACT section 3)."),
+        ("anomalous_changes", "BIGINT", "Distinct changes of the source with at least one anomaly in "
+                                        "silver.<source>_anomalies (0 for a source without a change stream)."),
     ),
 )
 
@@ -196,8 +198,9 @@ HELD_TRANSACTIONS = GoldTable(
 
 DATA_QUALITY = GoldTable(
     "data_quality",
-    "Per source and table: landing lines in quarantine (with reasons) and applied changes carrying "
-    "source anomalies. Lines that name no table are under table '(none)'.",
+    "Per source and table: landing lines in quarantine (with reasons) and changes with anomalies "
+    "(silver.<source>_anomalies: apply policy, changes the replicas cannot apply, impossible operation "
+    "pairs). Lines that name no table are under table '(none)'.",
     (
         SOURCE,
         ("table", "STRING", "schema.table the lines or changes are about, or (none)."),
@@ -205,8 +208,12 @@ DATA_QUALITY = GoldTable(
         ("quarantine_reasons", "ARRAY<STRING>", "Distinct reasons of the quarantined lines."),
         ("quarantine_tables", "ARRAY<STRING>", "Bronze quarantine tables holding them."),
         ("last_quarantined_at", "TIMESTAMP", "Ingestion time of the latest quarantined line."),
-        ("anomalous_changes", "BIGINT", "Changes with source anomalies (impossible operation pairs)."),
-        ("anomalies", "ARRAY<STRING>", "Distinct anomalies."),
+        ("anomalous_changes", "BIGINT", "Distinct changes of the table with at least one anomaly in "
+                                        "silver.<source>_anomalies (a change with two anomalies counts once; "
+                                        "0 for a source without a change stream)."),
+        ("anomalies", "ARRAY<STRING>", "Sorted distinct anomaly kinds of those changes (the anomaly column of "
+                                       "silver.<source>_anomalies, e.g. insert_of_existing_key, unknown_op, "
+                                       "insert_after_insert)."),
     ),
 )
 
