@@ -8,7 +8,8 @@ with the replica and its ``__apply_changes_storage_`` state table (latest sequen
 tombstones) as the pipeline leaves them. Seeding 10M rows through the whole pipeline would take
 hours here, so the seed tables are written directly with delta-rs, in the pipeline's schema
 (``orders``-like rows of 12 columns, the binlog sequence ``struct<position, txn>``), laid out as
-a first pipeline write lays them out (one append, delta-rs' default file size, in key order).
+a first pipeline write lays them out (one append in key order, in files of the size the store
+gives keyed tables).
 Beside it, on an identical copy, the bare delta-rs MERGE of the same changes
 (``DeltaRsStore.upsert``) shows how much of the cost is the storage MERGE itself.
 
@@ -91,12 +92,13 @@ def _state_batch(pa, pc, ids):
 
 
 def build(lake: Path, size: int, scd2: bool, file_rows: int | None = None) -> dict:
-    """Write the replica (or history) and its state table with ``size`` rows: in one append
-    (delta-rs' default file size, as the pipeline's first write lays a table out), or, with
-    ``file_rows``, in files of that many rows in key order (a table clustered by key)."""
+    """Write the replica (or history) and its state table with ``size`` rows: in one append in
+    key order, with the file size the store gives keyed tables (as the pipeline's first write
+    lays a table out), or, with ``file_rows``, in files of that many rows in key order."""
     from deltalake import write_deltalake
 
     from cdc_lakehouse.cdc.apply import state_table_name
+    from cdc_lakehouse.storage.delta_rs import KEYED_TARGET_FILE_SIZE
 
     pa, pc = _arrow()
     target = HISTORY if scd2 else TARGET
@@ -112,7 +114,8 @@ def build(lake: Path, size: int, scd2: bool, file_rows: int | None = None) -> di
                 write_deltalake(str(path), make(_range(pa, s, min(size, s + file_rows - 1) + 1)), mode="append")
         else:
             batches = (make(_range(pa, s, min(size, s + CHUNK - 1) + 1)) for s in range(1, size + 1, CHUNK))
-            write_deltalake(str(path), pa.RecordBatchReader.from_batches(first.schema, batches), mode="append")
+            write_deltalake(str(path), pa.RecordBatchReader.from_batches(first.schema, batches), mode="append",
+                            configuration={"delta.targetFileSize": str(KEYED_TARGET_FILE_SIZE)})
     took = round(time.perf_counter() - t0, 1)
     files = {name: sum(1 for f in os.listdir(p) if f.endswith(".parquet")) for name, p in paths.items()}
     return {"build_s": took, "files": files}

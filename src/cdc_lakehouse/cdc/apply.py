@@ -24,6 +24,7 @@ from cdc_lakehouse.storage import UpsertSpec
 SEQ = "__seq"
 DELETE = "__is_delete"
 TRUNCATE = "__is_truncate"
+BROADCAST_KEYS = 1_000_000  # batch keys up to which they are broadcast to table scans
 START_AT = "__START_AT"
 END_AT = "__END_AT"
 DELETED = "__deleted"
@@ -153,13 +154,13 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     events = distinct_events(prepared, spec.keys)
     events = events.unionByName(_truncate_deletes(prepared, state, spec, data)) if spec.apply_as_truncates is not None else events
     latest = latest_per_key(events, spec.keys)
-    # Both MERGEs below read `effective`: computed once, and against the part of the state
-    # within the batch's key range only (file statistics skip the rest of the state).
-    effective = _newer_than_state(latest, _within_key_range(state, latest, spec.keys[0]), spec.keys).persist()
+    scope = KeyScope.of(latest, spec.keys)
+    # Both MERGEs below read `effective`: computed once, from the batch's keys' state only.
+    effective = _newer_than_state(latest, scope.rows_of(state), spec.keys).persist()
     try:
         if not batch.already_committed(target):
             if spec.scd_type == 2:
-                _write_history(store, target, events, state, spec, data, batch, table_opts)
+                _write_history(store, target, events, state, scope, spec, data, batch, table_opts)
             else:
                 store.upsert(
                     target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
@@ -174,16 +175,39 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         effective.unpersist()
 
 
-def _within_key_range(state: DataFrame | None, latest: DataFrame, key: str) -> DataFrame | None:
-    if state is None:
-        return None
-    low, high = latest.agg(F.min(key), F.max(key)).first()
-    if low is None:
-        return state.limit(0)
-    return state.filter(F.col(key).between(F.lit(low), F.lit(high)))
+@dataclass(frozen=True)
+class KeyScope:
+    """The keys a batch touches, to read only their rows of a keyed table (state, history).
+
+    The key range lets Parquet statistics skip files and row groups; a batch of up to
+    ``BROADCAST_KEYS`` keys is then broadcast to the scan, so the table is filtered where it is
+    read instead of being shuffled for a join (what makes a small batch into a big table cost
+    the batch, not the table)."""
+
+    keys: DataFrame
+    names: tuple[str, ...]
+    low: object
+    high: object
+    count: int
+
+    @classmethod
+    def of(cls, latest: DataFrame, keys: list[str]) -> "KeyScope":
+        row = latest.agg(F.min(keys[0]), F.max(keys[0]), F.count(F.lit(1))).first()
+        return cls(latest.select(*keys), tuple(keys), row[0], row[1], int(row[2]))
+
+    def rows_of(self, table: DataFrame | None) -> DataFrame | None:
+        if table is None:
+            return None
+        if not self.count:
+            return table.limit(0)
+        first = self.names[0]
+        ranged = table.filter(F.col(first).between(F.lit(self.low), F.lit(self.high)))
+        keys = F.broadcast(self.keys) if self.count <= BROADCAST_KEYS else self.keys
+        return ranged.join(keys, list(self.names), "left_semi")
 
 
 def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str]) -> DataFrame:
+    """``state``: the state rows of the batch's keys (``KeyScope.rows_of``), at most one per change."""
     if state is None:
         return latest
     applied = state.select(*keys, F.col(SEQ).alias("__applied_seq"))
@@ -209,11 +233,10 @@ def _truncate_deletes(prepared: DataFrame, state: DataFrame | None, spec: CdcSpe
 
 
 # -- SCD2 -----------------------------------------------------------------------------------
-def _write_history(store, target, events, state, spec, data, batch, table_opts) -> None:
+def _write_history(store, target, events, state, scope, spec, data, batch, table_opts) -> None:
     keys = spec.keys
-    touched = events.select(*keys).distinct()
-    existing = store.read(target).join(touched, keys, "left_semi") if store.exists(target) else None
-    history = build_history(_all_events(events, existing, state, touched, keys, data), keys, data, spec.tracked_columns(data))
+    existing = scope.rows_of(store.read(target)) if store.exists(target) else None
+    history = build_history(_all_events(events, existing, scope.rows_of(state), keys, data), keys, data, spec.tracked_columns(data))
     if existing is not None:
         gone = existing.select(*keys, START_AT).join(history.select(*keys, START_AT), [*keys, START_AT], "left_anti")
         history = history.withColumn(DELETE, F.lit(False)).unionByName(
@@ -224,8 +247,9 @@ def _write_history(store, target, events, state, spec, data, batch, table_opts) 
     store.upsert(target, history, UpsertSpec(tuple(keys), DELETE, (START_AT,)), batch.commit(), **table_opts)
 
 
-def _all_events(events, existing, state, touched, keys, data) -> DataFrame:
-    """New changes plus the changes the stored history and tombstones already stand for.
+def _all_events(events, existing, state, keys, data) -> DataFrame:
+    """New changes plus the changes the stored history and tombstones (``existing`` and
+    ``state``: their rows of the batch's keys) already stand for.
     Where both have an event at one sequence value, the stored one wins (re-delivery)."""
     new = events.select(*data, SEQ, DELETE).withColumn("__stored", F.lit(0))
     parts = [new]
@@ -236,7 +260,7 @@ def _all_events(events, existing, state, touched, keys, data) -> DataFrame:
         deletes = closing.select(*data, F.col(END_AT).alias(SEQ), F.lit(True).alias(DELETE))
         parts += [upserts.withColumn("__stored", F.lit(1)), deletes.withColumn("__stored", F.lit(1))]
     if state is not None:
-        tombstones = state.filter(F.col(DELETED)).join(touched, keys, "left_semi")
+        tombstones = state.filter(F.col(DELETED))
         parts.append(
             tombstones.select(*keys, SEQ).withColumn(DELETE, F.lit(True)).withColumn("__stored", F.lit(1))
         )

@@ -146,11 +146,13 @@ class DeltaRsStore:
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
-        data = _nullable(df.toArrow())
+        # In key order, so the files a MERGE writes each hold a narrow key range: later batches
+        # of nearby keys (recent orders) then rewrite few files, not every one.
+        data = _nullable(df.toArrow()).sort_by([(k, "ascending") for k in spec.keys])
         flag = spec.delete_flag
         if not self.exists(name):
             kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
-            self._write_arrow(name, kept, "append", commit, **table_opts)
+            self._write_arrow(name, kept, "append", commit, **_keyed_table_opts(table_opts))
             return data.num_rows
         target = self._table(name)
         columns = [c for c in data.column_names if c != flag]
@@ -195,6 +197,17 @@ def _commit_properties(commit: Commit | None) -> CommitProperties | None:
     if commit is None:
         return None
     return CommitProperties(app_transactions=[Transaction(commit.app_id, commit.version)])
+
+
+# Files of keyed (MERGE) tables: a copy-on-write MERGE rewrites every file holding a changed
+# key, so smaller files make its cost follow the changes; Databricks tunes file sizes down for
+# MERGE-heavy tables the same way (and writes deletion vectors, which delta-rs cannot yet).
+KEYED_TARGET_FILE_SIZE = 16 * 1024 * 1024
+
+
+def _keyed_table_opts(table_opts: dict) -> dict:
+    properties = {"delta.targetFileSize": str(KEYED_TARGET_FILE_SIZE), **(table_opts.get("properties") or {})}
+    return {**table_opts, "properties": properties}
 
 
 def _delta_configuration(properties: dict | None) -> dict | None:
