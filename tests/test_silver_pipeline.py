@@ -13,6 +13,8 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import FIXTURES, TABLES, assert_replica_equals_source, onboarding_for, run_project
 
+SILVER = ("bronze", "silver")  # what the tests below check; gold has tests of its own
+
 
 # Both sources are in the demo lake (conftest): one pipeline run on the fixtures serves both.
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):
     binlog = FIXTURES / "landing/shop/binlog"
     _deliver([(f, f.name) for f in (FIXTURES / "landing/shop/sessions").glob("*.jsonl")], landing)
     _deliver([(binlog / n, n) for n in ("mysql-bin.000001.jsonl", "mysql-bin.000002.jsonl")], landing)
-    run_project(spark, landing, lake, onboarding)
+    run_project(spark, landing, lake, onboarding, SILVER)
     store = DeltaRsStore(spark, lake)
     held = store.read("silver.shop_transactions").filter("gtid = '0-1-299'").select("status", "txn_id").collect()
     assert [r["status"] for r in held] == ["open"]
@@ -97,7 +99,7 @@ def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):
     ).count() == 0
 
     _deliver([(binlog / "mysql-bin.000003.jsonl", "mysql-bin.000003.jsonl")], landing)
-    run_project(spark, landing, lake, onboarding)
+    run_project(spark, landing, lake, onboarding, SILVER)
     status = store.read("silver.shop_transactions").filter("gtid = '0-1-299'").select("status").collect()
     assert [r["status"] for r in status] == ["committed"]
     for table in TABLES:

@@ -64,10 +64,10 @@ def lake(spark, tmp_path_factory) -> Path:
         _op(3, "U", {"id": 3}, {"id": 2}, {"id": 3}),
     ])
     _write(shadow / table_folder("app", ODD) / "c1.jsonl", [_op(1, "I", {"id": 7}, None, {"id": 7, "a": "odd"})])
-    run_project(spark, landing, lake, root / "onboarding.yml")
+    run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
     _write(shadow / "_transactions" / "t2.jsonl", [_txn(4)])
     _write(shadow / table_folder("app", "t") / "c2.jsonl", [_op(4, "U", {"id": 3}, None, {"b": "y"})])
-    run_project(spark, landing, lake, root / "onboarding.yml")
+    run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
     return lake
 
 
