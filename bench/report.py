@@ -182,7 +182,8 @@ def markdown(result: dict) -> str:
                          f"{prof['outside_flows_s']} s\n")
     if "apply_scaling" in result:
         ap = result["apply_scaling"]
-        layout = f"seed: files of {ap['file_rows']:,} rows in key order" if ap.get("file_rows") else "seed: one append, delta-rs default file size"
+        layout = f"seed: files of {ap['file_rows']:,} rows in key order" if ap.get("file_rows") else (
+            "seed: one append in key order, in the 16 MB files of keyed tables")
         parts.append(f"### Apply {ap['changes']:,} changes versus table size ({layout})\n")
         parts.append(md_table(APPLY_HEADER, apply_rows(ap)))
         if ap.get("ratios"):
