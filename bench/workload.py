@@ -46,6 +46,8 @@ from pathlib import Path
 
 import yaml
 
+from cdc_lakehouse.capture.binlog_events import row_image
+
 SCHEMA = "app"
 BINLOG_SOURCE = "bench"
 SHADOW_SOURCE = "bench_pg"
@@ -597,14 +599,7 @@ class BinlogWriter:
             while j < len(ops) and ops[j].stmt == ops[i].stmt and ops[j].kind == ops[i].kind and ops[j].table == ops[i].table:
                 j += 1
             first = ops[i]
-            rows = []
-            for op in ops[i:j]:
-                image = {}
-                if op.before is not None:
-                    image["before"] = op.before
-                if op.after is not None:
-                    image["after"] = op.after
-                rows.append(image)
+            rows = [row_image(op.before, op.after) for op in ops[i:j]]
             self._emit(min(end_s, begin_s + (first.t_us - tx.ops[0].t_us) // 1_000_000), gtid, first.kind,
                        schema=SCHEMA, table=first.table, pk=list(TABLES[first.table].keys), rows=rows)
             i = j

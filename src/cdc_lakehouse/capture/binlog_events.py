@@ -71,12 +71,18 @@ def _primary_key(value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def row_image(before: dict | None, after: dict | None) -> dict:
+    """One entry of a row event's ``rows`` (CONTRACT §2.2): the sides the operation has, so an
+    insert has no ``before`` and a delete no ``after``."""
+    return {side: image for side, image in (("before", before), ("after", after)) if image is not None}
+
+
 def _images(kind: str, rows: list[dict]) -> list[dict]:
     if kind == "insert":
-        return [{"after": r["values"]} for r in rows]
+        return [row_image(None, r["values"]) for r in rows]
     if kind == "delete":
-        return [{"before": r["values"]} for r in rows]
-    return [{"before": r["before_values"], "after": r["after_values"]} for r in rows]
+        return [row_image(r["values"], None) for r in rows]
+    return [row_image(r["before_values"], r["after_values"]) for r in rows]
 
 
 def _unquote(name: str) -> str:

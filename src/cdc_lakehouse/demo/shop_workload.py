@@ -37,6 +37,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+from cdc_lakehouse.capture.binlog_events import row_image
+
 # --------------------------------------------------------------------------------------------
 # Constants
 # --------------------------------------------------------------------------------------------
@@ -933,14 +935,7 @@ def _binlog_txn_events(txn: Txn) -> list[dict]:
             groups.append([op])
     for g in groups:
         first = g[0]
-        rows = []
-        for op in g:
-            r = {}
-            if op.before is not None:
-                r["before"] = op.before
-            if op.after is not None:
-                r["after"] = op.after
-            rows.append(r)
+        rows = [row_image(op.before, op.after) for op in g]
         evs.append(_event(txn.server_s(first.t), txn.gtid, first.kind, schema=SCHEMA,
                           table=first.table, primary_key=list(KEYS[first.table]), rows=rows))
     end_ts = txn.server_s(txn.commit_t)
