@@ -125,7 +125,8 @@ def print_apply(res: dict) -> None:
         console.print(_table("Large / small", RATIO_HEADER, ratio_rows(res)))
 
 
-SNAPSHOT_HEADER = ["step", "reconcile s", "pipeline update s", "total s", "inserts", "updates", "deletes", "unchanged"]
+SNAPSHOT_HEADER = ["step", "reconcile s", "pipeline update s", "total s", "inserts", "updates", "deletes", "unchanged",
+                   "driver peak MB so far", "JVM peak MB so far"]
 
 
 def snapshot_rows(res: dict) -> list[list[str]]:
@@ -135,8 +136,10 @@ def snapshot_rows(res: dict) -> list[list[str]]:
     rows = []
     for label, name in steps:
         step, counts = res[name], res[name]["counts"]
+        memory = step.get("memory_peak_so_far") or {}  # not recorded by runs before 2026-11-23 05:00
         rows.append([label, *[_fmt(step[k]) for k in ("reconcile_s", "update_s", "total_s")],
-                     *[_fmt(counts[k]) for k in ("inserts", "updates", "deletes", "unchanged")]])
+                     *[_fmt(counts[k]) for k in ("inserts", "updates", "deletes", "unchanged")],
+                     *[_fmt(memory.get(k)) for k in ("driver_peak_rss_mb", "jvm_peak_rss_mb")]])
     return rows
 
 

@@ -1,6 +1,6 @@
 """Benchmark: reconcile a snapshot that differs by 1% from a large replica, against a full reload.
 
-    .venv/bin/python bench/snapshot_reconcile.py [--rows 10000000] [--diff 0.01] [--scd 2]
+    .venv/bin/python -m bench.snapshot_reconcile [--rows 10000000] [--diff 0.01] [--scd 2]
 
 One run, one Spark session, one machine:
 
@@ -15,7 +15,8 @@ One run, one Spark session, one machine:
    change stream into the replicas), which is what reloading downstream means here.
 
 Reported: seconds of each step (reconcile and pipeline update separately, and the update per
-flow), corrective changes per op, and the ratio full reload / incremental. Snapshots live outside
+flow), peak memory so far (driver and JVM), corrective changes per op, and the ratio full
+reload / incremental. Snapshots live outside
 the landing folders the pipeline's bronze layer reads: bronze keeps a raw copy of every landed
 snapshot whichever way it is applied, so that cost is the same on both sides and left out.
 Results go to ``bench/results/snapshot_reconcile_<rows>.json``.
@@ -154,7 +155,16 @@ def load(spark, onboarding, onboarding_path, landing, lake, folder) -> dict:
     outcome, reconcile_s = timed(reconcile, spark, store, onboarding, landing, folder)
     flows, update_s = timed(update, spark, landing, lake, onboarding_path)
     return {"reconcile_s": reconcile_s, "update_s": update_s, "total_s": round(reconcile_s + update_s, 2),
-            "counts": outcome.counts, "load_average_1_5_15": os.getloadavg(), "update_flows": flows}
+            "counts": outcome.counts, "load_average_1_5_15": os.getloadavg(), "update_flows": flows,
+            "memory_peak_so_far": peak_memory(spark)}
+
+
+def peak_memory(spark) -> dict:
+    """Peaks of this process (driver with delta-rs) and of the Spark JVM since they started: the
+    steps share one process, so a step's figure includes the steps before it."""
+    from bench import measure
+
+    return {"driver_peak_rss_mb": measure.driver_peak_mb(), "jvm_peak_rss_mb": measure.jvm_peak_mb(spark)}
 
 
 def report(label: str, step: dict) -> None:
