@@ -155,12 +155,13 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     events = events.unionByName(_truncate_deletes(prepared, state, spec, data)) if spec.apply_as_truncates is not None else events
     latest = latest_per_key(events, spec.keys)
     scope = KeyScope.of(latest, spec.keys)
+    state_rows = scope.rows_of(state)
     # Both MERGEs below read `effective`: computed once, from the batch's keys' state only.
-    effective = _newer_than_state(latest, scope.rows_of(state), spec.keys).persist()
+    effective = _newer_than_state(latest, state_rows, spec.keys).persist()
     try:
         if not batch.already_committed(target):
             if spec.scd_type == 2:
-                _write_history(store, target, events, state, scope, spec, data, batch, table_opts)
+                _write_history(store, target, events, state_rows, scope, spec, data, batch, table_opts)
             else:
                 store.upsert(
                     target, effective.select(*data, DELETE), UpsertSpec(tuple(spec.keys), DELETE),
@@ -233,10 +234,11 @@ def _truncate_deletes(prepared: DataFrame, state: DataFrame | None, spec: CdcSpe
 
 
 # -- SCD2 -----------------------------------------------------------------------------------
-def _write_history(store, target, events, state, scope, spec, data, batch, table_opts) -> None:
+def _write_history(store, target, events, state_rows, scope, spec, data, batch, table_opts) -> None:
+    """``state_rows``: the state of the batch's keys (``KeyScope.rows_of``)."""
     keys = spec.keys
     existing = scope.rows_of(store.read(target)) if store.exists(target) else None
-    history = build_history(_all_events(events, existing, scope.rows_of(state), keys, data), keys, data, spec.tracked_columns(data))
+    history = build_history(_all_events(events, existing, state_rows, keys, data), keys, data, spec.tracked_columns(data))
     if existing is not None:
         gone = existing.select(*keys, START_AT).join(history.select(*keys, START_AT), [*keys, START_AT], "left_anti")
         history = history.withColumn(DELETE, F.lit(False)).unionByName(
