@@ -10,6 +10,10 @@ LANDING_PATH = "cdc_lakehouse.landing_path"
 ONBOARDING_FILE = "cdc_lakehouse.onboarding_file"
 ENV = "cdc_lakehouse.env"
 
+# The captures silver builds a change stream for (src/silver/changes.py), and with it the
+# replicas' AUTO CDC input and an anomalies table; snapshot-only sources have neither.
+CHANGE_STREAM_CAPTURES = ("binlog", "shadow")
+
 
 @dataclass(frozen=True)
 class PipelineSettings:

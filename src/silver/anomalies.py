@@ -4,7 +4,7 @@
 # it. Recomputed from the whole change stream, so re-delivered or re-emitted changes count once.
 import dlt
 
-from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, PipelineSettings
 from cdc_lakehouse.silver.apply_policy import ANOMALIES_COMMENT, anomalies, anomalies_ddl
 
 settings = PipelineSettings.from_spark(spark)
@@ -22,5 +22,5 @@ def define_anomalies(source: str) -> None:
 
 
 # Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).
-for source in sorted(set(settings.sources("binlog")) | set(settings.sources("shadow"))):
+for source in sorted({s for capture in CHANGE_STREAM_CAPTURES for s in settings.sources(capture)}):
     define_anomalies(source)

@@ -3,11 +3,10 @@
 import dlt
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, PipelineSettings
 from cdc_lakehouse.silver.replica_input import replica_changes
 
 settings = PipelineSettings.from_spark(spark)
-CHANGE_STREAMS = ("binlog", "shadow")  # capture kinds whose change stream silver/changes.py builds
 
 
 def define_replica(flow) -> None:
@@ -32,5 +31,5 @@ def define_replica(flow) -> None:
 
 
 for flow in settings.onboarding.flows:
-    if flow.capture in CHANGE_STREAMS:
+    if flow.capture in CHANGE_STREAM_CAPTURES:
         define_replica(flow)

@@ -6,6 +6,8 @@ from functools import reduce
 
 from pyspark.sql import DataFrame
 
+from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES
+
 
 def sources(settings) -> list[str]:
     return sorted({flow.source for flow in settings.onboarding.flows})
@@ -17,11 +19,6 @@ def flows_of(settings, source: str) -> list:
 
 def changes_table(settings, source: str) -> str:
     return f"{settings.silver}.{source}_changes"
-
-
-# The captures silver builds a change stream for (silver/changes.py), and so an anomalies table
-# (silver/anomalies.py picks its sources the same way).
-CHANGE_STREAM_CAPTURES = ("binlog", "shadow")
 
 
 def has_change_stream(settings, source: str) -> bool:
