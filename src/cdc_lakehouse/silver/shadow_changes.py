@@ -120,12 +120,20 @@ def _bases(folded: DataFrame, ops: DataFrame) -> DataFrame:
 
 
 def full_rows(ops: DataFrame) -> DataFrame:
-    ops = ops.persist()
-    bases = None
-    for _ in range(KEY_CHANGE_ROUNDS):
-        folded = _fold(ops, bases).persist()
-        bases = _bases(folded, ops).persist()
+    # Checkpointed, not persisted: each round's plan would otherwise hold all earlier rounds,
+    # and Spark analyses a plan in full even where its parts are cached.
+    ops = ops.localCheckpoint()
+    folded = _fold(ops, None).localCheckpoint()
+    for _ in range(_rounds(ops) - 1):
+        bases = _bases(folded, ops).localCheckpoint()
+        folded = _fold(ops, bases).localCheckpoint()
     return folded
+
+
+def _rounds(ops: DataFrame) -> int:
+    """A chain of n key changes needs n + 1 rounds and is at most as long as the number of key
+    changes; most batches have none and need one round, each costing a few Spark jobs."""
+    return min(KEY_CHANGE_ROUNDS, ops.filter("rename_in").count() + 1)
 
 
 def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
