@@ -30,17 +30,17 @@ def infer_row_schema(images: DataFrame, column: str = "row", also: str | None = 
     ``also`` names a second column of JSON objects (a change's key) whose values count for the
     types too, so that a value taken from it always fits its column; its fields that no image
     has come last, sorted."""
-    first = images.filter(F.col(column).isNotNull()).select(F.json_object_keys(column).alias("k")).first()
     objects = F.explode(F.array(column, also)) if also else F.col(column)
-    variant_schema = (
-        images.select(objects.alias("__json"))
-        .select(F.expr("schema_of_variant_agg(parse_json(__json))")).first()[0]
-    )
+    # One job for both: the first image's keys and the types of every value.
+    found = images.select(F.json_object_keys(column).alias("__keys"), objects.alias("__json")).agg(
+        F.first("__keys", ignorenulls=True).alias("keys"),
+        F.expr("schema_of_variant_agg(parse_json(__json))").alias("types"),
+    ).first()
+    leading, variant_schema = found["keys"] or [], found["types"]
     if variant_schema is None or not variant_schema.startswith("OBJECT<"):
         return StructType([])
     ddl = variant_schema.replace("OBJECT<", "STRUCT<").replace("VOID", "STRING")
     fields = {f.name: _column_type(f.dataType) for f in _parse_datatype_string(ddl).fields}
-    leading = first["k"] if first is not None else []
     order = [k for k in leading if k in fields] + sorted(k for k in fields if k not in leading)
     return StructType([StructField(name, fields[name]) for name in order])
 
