@@ -80,11 +80,7 @@ def test_hostile_names_postgres(pg, tmp_path):
     assert conn.execute(f"SELECT count(*) FROM {pg_ident(schema)}.y").fetchone() == (0,)
     export_once(pg.dsn, tmp_path, "pg", purge="on_landing")  # shared server: leave no rows behind
     changes = _changes(tmp_path / "pg", table)
-    assert [(r["op"], r["key"], r["old_key"], r["values"]) for r in changes] == [
-        ("I", {HOSTILE_COLUMN: 1}, None, {HOSTILE_COLUMN: 1, "select": "a"}),
-        ("I", {HOSTILE_COLUMN: 2}, None, {HOSTILE_COLUMN: 2, "select": "b"}),
-        ("U", {HOSTILE_COLUMN: 3}, {HOSTILE_COLUMN: 1}, {HOSTILE_COLUMN: 3, "select": None}),
-        ("D", {HOSTILE_COLUMN: 2}, None, None)]
+    assert [(r["op"], r["key"], r["old_key"], r["values"]) for r in changes] == HOSTILE_CHANGES
     conn.close()
 
 
@@ -108,12 +104,17 @@ def test_hostile_names_mariadb(maria, tmp_path):
     assert cur.fetchone() == (0,)
     export_once(maria.dsn, tmp_path, "maria", purge="on_landing")  # shared server: leave no rows behind
     changes = _changes(tmp_path / "maria", table)
-    assert [(r["op"], r["key"], r["old_key"], r["values"]) for r in changes] == [
-        ("I", {HOSTILE_COLUMN: 1}, None, {HOSTILE_COLUMN: 1, "select": "a"}),
-        ("I", {HOSTILE_COLUMN: 2}, None, {HOSTILE_COLUMN: 2, "select": "b"}),
-        ("U", {HOSTILE_COLUMN: 3}, {HOSTILE_COLUMN: 1}, {HOSTILE_COLUMN: 3, "select": None}),
-        ("D", {HOSTILE_COLUMN: 2}, None, None)]
+    assert [(r["op"], r["key"], r["old_key"], r["values"]) for r in changes] == HOSTILE_CHANGES
     conn.close()
+
+
+# What both hostile-name tests' workloads (two inserts, a key-changing update, a delete) land.
+HOSTILE_CHANGES = [
+    ("I", {HOSTILE_COLUMN: 1}, None, {HOSTILE_COLUMN: 1, "select": "a"}),
+    ("I", {HOSTILE_COLUMN: 2}, None, {HOSTILE_COLUMN: 2, "select": "b"}),
+    ("U", {HOSTILE_COLUMN: 3}, {HOSTILE_COLUMN: 1}, {HOSTILE_COLUMN: 3, "select": None}),
+    ("D", {HOSTILE_COLUMN: 2}, None, None),
+]
 
 
 def _changes(source_root, table: TableName) -> list[dict]:
