@@ -99,9 +99,12 @@ def combine(ops: DataFrame, group_cols: list[str]) -> DataFrame:
 
 def changed_columns(before_json, after_json):
     """Names of the columns whose value differs between two JSON images (all of a side's
-    columns when the other side is missing)."""
-    before = F.from_json(before_json, "map<string,string>")
-    after = F.from_json(after_json, "map<string,string>")
-    both = F.array_distinct(F.concat(F.coalesce(F.map_keys(before), F.array()), F.coalesce(F.map_keys(after), F.array())))
-    differs = F.filter(both, lambda k: ~F.coalesce(before[k], F.lit("\u0000")).eqNullSafe(F.coalesce(after[k], F.lit("\u0000"))))
-    return F.array_sort(differs)
+    non-null columns when the other side is missing)."""
+    empty = F.create_map().cast("map<string,string>")
+    before = F.coalesce(F.from_json(before_json, "map<string,string>"), empty)
+    after = F.coalesce(F.from_json(after_json, "map<string,string>"), empty)
+    # The images are parsed once, as arguments: a lambda that read them would parse them again
+    # for every column. A missing column and a JSON null are the same value here.
+    marker = F.lit("\u0000")
+    differs = F.map_zip_with(before, after, lambda _, b, a: ~F.coalesce(b, marker).eqNullSafe(F.coalesce(a, marker)))
+    return F.array_sort(F.map_keys(F.map_filter(differs, lambda _, d: d)))
