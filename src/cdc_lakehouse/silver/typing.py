@@ -30,9 +30,11 @@ def infer_row_schema(images: DataFrame, column: str = "row", also: str | None = 
     ``also`` names a second column of JSON objects (a change's key) whose values count for the
     types too, so that a value taken from it always fits its column; its fields that no image
     has come last, sorted."""
+    # One job for both: the first image's keys and the types of every value. The keys are taken
+    # before the explode: an expression beside a generator runs once per generated row.
+    with_keys = images.select(F.json_object_keys(column).alias("__keys"), column, *([also] if also else []))
     objects = F.explode(F.array(column, also)) if also else F.col(column)
-    # One job for both: the first image's keys and the types of every value.
-    found = images.select(F.json_object_keys(column).alias("__keys"), objects.alias("__json")).agg(
+    found = with_keys.select("__keys", objects.alias("__json")).agg(
         F.first("__keys", ignorenulls=True).alias("keys"),
         F.expr("schema_of_variant_agg(parse_json(__json))").alias("types"),
     ).first()
