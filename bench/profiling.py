@@ -6,8 +6,9 @@ Two sources, both cheap enough to leave on while measuring:
   duration. Flows run nested (a flow that reads a dataset first brings that dataset up to date),
   so a flow's *self* time is its duration minus the durations of the flows that ran inside it;
 * a ``DeltaRsStore`` subclass that times, per table, the storage calls of the update: the Spark
-  work that produces a write (``DataFrame.toArrow``: executing the query and collecting its
-  Arrow batches into the driver) apart from the delta-rs commit or MERGE itself.
+  work that produces a write (executing the query and collecting its Arrow batches into the
+  driver, or staging them in files: ``storage/arrow_handoff.py``) apart from the delta-rs
+  commit or MERGE itself.
 """
 
 from __future__ import annotations
@@ -16,26 +17,22 @@ import threading
 import time
 from collections import defaultdict
 
-from pyspark.sql import DataFrame
-
-from cdc_lakehouse.storage import DeltaRsStore
-
-try:  # PySpark 4: the classic (non-Connect) DataFrame overrides toArrow
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-except ImportError:  # pragma: no cover
-    ClassicDataFrame = DataFrame
+from cdc_lakehouse.storage import DeltaRsStore, arrow_handoff
 
 _local = threading.local()
-_original_to_arrow = ClassicDataFrame.toArrow
+_SPARK_STEPS = ("collect", "stage")  # where arrow_handoff runs the Spark job of a write
+_originals = {name: getattr(arrow_handoff, name) for name in _SPARK_STEPS}
 
 
-def _timed_to_arrow(self, *args, **kwargs):
-    t0 = time.perf_counter()
-    try:
-        return _original_to_arrow(self, *args, **kwargs)
-    finally:
-        spent = time.perf_counter() - t0
-        _local.to_arrow = getattr(_local, "to_arrow", 0.0) + spent
+def _timed(step):
+    def run(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            _local.to_arrow = getattr(_local, "to_arrow", 0.0) + time.perf_counter() - t0
+
+    return run
 
 
 class TimingStore(DeltaRsStore):
@@ -44,10 +41,12 @@ class TimingStore(DeltaRsStore):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.stats: dict[str, dict] = defaultdict(lambda: defaultdict(float))
-        ClassicDataFrame.toArrow = _timed_to_arrow
+        for name, step in _originals.items():
+            setattr(arrow_handoff, name, _timed(step))
 
     def close(self) -> None:
-        ClassicDataFrame.toArrow = _original_to_arrow
+        for name, step in _originals.items():
+            setattr(arrow_handoff, name, step)
 
     def _timed(self, kind: str, name: str, call):
         _local.to_arrow = 0.0

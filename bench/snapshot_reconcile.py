@@ -182,9 +182,6 @@ def warm_up(spark, onboarding, onboarding_path: Path, work: Path) -> None:
 def main() -> None:
     args = parse_args()
     os.environ.setdefault("CDC_LAKEHOUSE_DRIVER_MEMORY", args.driver_memory)
-    # The local runtime hands each batch to delta-rs through the driver (toArrow); a full load
-    # of 10M rows is one batch of several GB, above Spark's default 1g result limit.
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.driver.maxResultSize=0 pyspark-shell")
     from cdc_lakehouse.config import load_onboarding
     from cdc_lakehouse.runtime.session import get_spark
     from cdc_lakehouse.snapshot.reconcile import diff_snapshot

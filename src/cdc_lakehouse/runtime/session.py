@@ -21,6 +21,9 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", os.environ.get("CDC_LAKEHOUSE_DRIVER_MEMORY", "4g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Past this a batch is staged in files instead of collected (storage/arrow_handoff.py):
+        # a larger collect can exhaust the driver heap and hang rather than fail.
+        .config("spark.driver.maxResultSize", "512m")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

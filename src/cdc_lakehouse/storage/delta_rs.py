@@ -2,7 +2,7 @@
 
 Spark cannot load the Delta jars here, so reads list the active files of the Delta snapshot
 (delta-rs) and hand them to Spark's Parquet reader with the table schema; no table is ever
-collected on the driver. Writes hand Spark's batch to delta-rs as Arrow.
+collected on the driver. Writes hand Spark's batch to delta-rs as Arrow (arrow_handoff.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
 from cdc_lakehouse.storage.base import Commit, TableInfo, UpsertSpec
 
 DEFAULT_SCHEMA = "default"
@@ -28,8 +29,9 @@ class StreamingSourceChanged(RuntimeError):
 class DeltaRsStore:
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
 
-    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None):
+    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None, stage_above_bytes: int = STAGE_INPUT_BYTES):
         self.spark = spark
+        self.stage_above_bytes = stage_above_bytes
         self.lake = Path(lake).resolve()
         # Called as hook("before"|"after", table) around every data commit: the seam where
         # reliability tests stop a run, as a crash would, at every commit point.
@@ -123,11 +125,11 @@ class DeltaRsStore:
         return self._write(name, df, "overwrite", commit, **table_opts)
 
     def _write(self, name, df, mode, commit, **table_opts) -> int:
-        data = _nullable(df.toArrow())
-        self._write_arrow(name, data, mode, commit, **table_opts)
-        return data.num_rows
+        with arrow_batch(df, self.stage_above_bytes) as batch:
+            self._write_arrow(name, batch.data, mode, commit, **table_opts)
+            return batch.num_rows
 
-    def _write_arrow(self, name, data: pa.Table, mode, commit, partition_by=None, properties=None, comment=None):
+    def _write_arrow(self, name, data: pa.Table | pa.RecordBatchReader, mode, commit, partition_by=None, properties=None, comment=None):
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._around_commit("before", name)
@@ -148,7 +150,8 @@ class DeltaRsStore:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
         # In key order, so the files a MERGE writes each hold a narrow key range: later batches
         # of nearby keys (recent orders) then rewrite few files, not every one.
-        data = _nullable(df.toArrow()).sort_by([(k, "ascending") for k in spec.keys])
+        with arrow_batch(df, self.stage_above_bytes) as batch:
+            data = batch.table().sort_by([(k, "ascending") for k in spec.keys])
         flag = spec.delete_flag
         if not self.exists(name):
             kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
@@ -214,23 +217,6 @@ def _delta_configuration(properties: dict | None) -> dict | None:
     # delta-rs validates the configuration at write time and knows only Delta's own keys.
     delta = {k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")}
     return delta or None
-
-
-def _nullable(data: pa.Table) -> pa.Table:
-    """Spark marks some columns NOT NULL; a Delta table created that way rejects later nulls."""
-    schema = pa.schema([_nullable_field(f) for f in data.schema])
-    return data.cast(schema)
-
-
-def _nullable_field(f: pa.Field) -> pa.Field:
-    t = f.type
-    if pa.types.is_struct(t):
-        t = pa.struct([_nullable_field(c) for c in t])
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        t = pa.list_(_nullable_field(t.value_field))
-    elif pa.types.is_map(t):
-        t = pa.map_(t.key_type, _nullable_field(t.item_field))
-    return f.with_type(t).with_nullable(True)
 
 
 def _row_count(table: DeltaTable, only_files: set[str] | None = None) -> int:
