@@ -33,12 +33,16 @@ def dialect(request):
     return Dialect(request.param, server)
 
 
+# Servers a test of this module installed capture on (a server without it has nothing to export).
+_CAPTURED: dict[str, object] = {}
+
+
 @pytest.fixture(autouse=True)
 def leave_no_rows(tmp_path):
     """Rows a test leaves for an ack would land in later tests' folders (the servers are
     shared, and their exports keep ledgers of their own): export and purge them here."""
     yield
-    for server in (fixtures.postgres(), fixtures.mariadb()):
+    for server in _CAPTURED.values():
         export_once(server.dsn, tmp_path / "cleanup", "cleanup", purge="on_landing")
 
 
@@ -48,6 +52,7 @@ class Source:
     def __init__(self, dialect: Dialect, prefix: str, scratch: Path):
         self.d = dialect
         self.table = dialect.create(fixtures.unique_schema(prefix))
+        _CAPTURED[dialect.name] = dialect.server
         self.src = f"{dialect.q(self.table.schema)}.items"
         self.conn = dialect.session()
         # Servers are shared: other tests' rows (also rows they exported and left for an ack)
