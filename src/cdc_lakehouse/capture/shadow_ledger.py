@@ -32,9 +32,14 @@ ACK_FILE = "_ack.json"
 LEDGER_FOLDER = "shadow-exported"
 
 
+def ack_path(landing, source: str) -> Path:
+    """Where housekeeping writes the acknowledgement this side reads."""
+    return source_dir(landing, source) / ACK_FILE
+
+
 def read_ack(landing, source: str) -> datetime | None:
     """The acknowledged ``watermark_end_ts``; None while housekeeping has written none."""
-    path = source_dir(landing, source) / ACK_FILE
+    path = ack_path(landing, source)
     try:
         ack = json.loads(path.read_text(encoding="utf-8"))  # replaced atomically: whole or absent
     except FileNotFoundError:

@@ -26,13 +26,9 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
+# The capture side reads the acknowledgement: it owns the file's name and place.
+from cdc_lakehouse.capture.shadow_ledger import ack_path
 from cdc_lakehouse.snapshot.ledger import write_atomically
-
-ACK_FILE = "_ack.json"
-
-
-def ack_path(landing, source: str) -> Path:
-    return Path(landing) / source / ACK_FILE
 
 
 def shadow_ack(store, source: str, bronze: str = "bronze", silver: str = "silver") -> dict | None:
