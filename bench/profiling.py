@@ -24,13 +24,13 @@ _SPARK_STEPS = ("collect", "stage")  # where arrow_handoff runs the Spark job of
 _originals = {name: getattr(arrow_handoff, name) for name in _SPARK_STEPS}
 
 
-def _timed(step):
+def _timing(step):
     def run(*args, **kwargs):
         t0 = time.perf_counter()
         try:
             return step(*args, **kwargs)
         finally:
-            _local.to_arrow = getattr(_local, "to_arrow", 0.0) + time.perf_counter() - t0
+            _local.spark_s = getattr(_local, "spark_s", 0.0) + time.perf_counter() - t0
 
     return run
 
@@ -42,22 +42,22 @@ class TimingStore(DeltaRsStore):
         super().__init__(*args, **kwargs)
         self.stats: dict[str, dict] = defaultdict(lambda: defaultdict(float))
         for name, step in _originals.items():
-            setattr(arrow_handoff, name, _timed(step))
+            setattr(arrow_handoff, name, _timing(step))
 
     def close(self) -> None:
         for name, step in _originals.items():
             setattr(arrow_handoff, name, step)
 
     def _timed(self, kind: str, name: str, call):
-        _local.to_arrow = 0.0
+        _local.spark_s = 0.0
         t0 = time.perf_counter()
         rows = call()
         total = time.perf_counter() - t0
         s = self.stats[name]
         s[f"{kind}_calls"] += 1
         s[f"{kind}_rows"] += rows or 0
-        s["spark_collect_s"] += _local.to_arrow
-        s["delta_write_s"] += total - _local.to_arrow
+        s["spark_collect_s"] += _local.spark_s
+        s["delta_write_s"] += total - _local.spark_s
         return rows
 
     def append(self, name, df, commit=None, **opts):

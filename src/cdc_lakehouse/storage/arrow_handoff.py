@@ -117,4 +117,3 @@ def _nullable_field(f: pa.Field) -> pa.Field:
     elif pa.types.is_map(t):
         t = pa.map_(t.key_type, _nullable_field(t.item_field))
     return f.with_type(t).with_nullable(True)
-
