@@ -258,14 +258,20 @@ def differing_columns(columns: list[str], spec: TableSpec) -> Column:
     return F.array_sort(F.filter(F.array(*marks), lambda x: x.isNotNull())) if marks else F.array().cast("array<string>")
 
 
-def difference_rows(typed: DataFrame, replica: DataFrame, ops: DataFrame, spec: TableSpec, small: bool) -> DataFrame:
-    """key, op, row, before, changed_columns of every correction."""
+def difference_rows(lines: DataFrame, schema: StructType, replica: DataFrame, ops: DataFrame, spec: TableSpec,
+                    small: bool) -> DataFrame:
+    """key, op, row, before, changed_columns of every correction.
+
+    The snapshot is scanned once more, parsing only the keys; the lines of the difference are
+    then parsed in full. Both sides of the difference are persisted: each feeds two branches."""
     keys = list(spec.keys)
     pick = (lambda df: F.broadcast(df)) if small else (lambda df: df)
-    columns = compared_columns(typed, spec)
-    snap = typed.join(pick(ops.filter(F.col(OP) != "DELETE")), keys)
+    key_schema = StructType([f for f in schema.fields if f.name in spec.source_keys])
+    snap = typed_rows(lines, spec, key_schema).join(pick(ops.filter(F.col(OP) != "DELETE")), keys).persist()
+    changed = typed_rows(snap.filter(F.col(OP) == "UPDATE").select(LINE), spec, schema)
+    columns = compared_columns(changed, spec)
     rep = replica.join(pick(ops.filter(F.col(OP) != "INSERT")), keys)
-    rep = rep.select(*keys, OP, image(replica, spec).alias("__image"), *[c for c in replica.columns if c not in keys])
+    rep = rep.select(*keys, OP, image(replica, spec).alias("__image"), *[c for c in replica.columns if c not in keys]).persist()
     src_keys = spec.source_keys
     inserts = snap.filter(F.col(OP) == "INSERT").select(
         canonical_key(F.col(LINE), src_keys).alias("key"), F.lit("INSERT").alias("op"), F.col(LINE).alias("row"),
@@ -276,7 +282,7 @@ def difference_rows(typed: DataFrame, replica: DataFrame, ops: DataFrame, spec: 
         F.col("__image").alias("row"), F.col("__image").alias("before"),
         changed_columns(F.col("__image"), _no_string()).alias("changed_columns"),
     )
-    s, r = snap.filter(F.col(OP) == "UPDATE").alias("s"), _with_columns(rep, columns).alias("r")
+    s, r = changed.alias("s"), _with_columns(rep.filter(F.col(OP) == "UPDATE"), columns).alias("r")
     updates = s.join(r, [F.col(f"s.{k}") == F.col(f"r.{k}") for k in keys]).select(
         canonical_key(F.col(f"s.{LINE}"), src_keys).alias("key"), F.lit("UPDATE").alias("op"),
         F.col(f"s.{LINE}").alias("row"), F.col("r.__image").alias("before"),

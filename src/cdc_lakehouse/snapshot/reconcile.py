@@ -157,11 +157,11 @@ def corrective_changes(spark, store, spec: cmp.TableSpec, capture, folder: Snaps
     if store.exists(spec.replica):
         replica = store.read(spec.replica)
         state = store.read(spec.state) if store.exists(spec.state) else None
-        typed = cmp.typed_rows(lines, spec, cmp.parse_schema(replica, spec, cmp.first_row_columns(parts)))
-        ops = cmp.compare(typed, replica, state, spec, sequence.column(), counts)
+        schema = cmp.parse_schema(replica, spec, cmp.first_row_columns(parts))
+        ops = cmp.compare(cmp.typed_rows(lines, spec, schema), replica, state, spec, sequence.column(), counts)
         counts.replica_rows = replica.count()
         diff = None if ops is None else cmp.difference_rows(
-            typed, replica, ops, spec, sum(counts.ops.values()) <= cmp.BROADCAST_LIMIT
+            lines, schema, replica, ops, spec, sum(counts.ops.values()) <= cmp.BROADCAST_LIMIT
         )
     else:
         diff = cmp.seed_rows(lines, spec, counts)
