@@ -13,6 +13,9 @@ ENV = "cdc_lakehouse.env"
 # The captures silver builds a change stream for (src/silver/changes.py), and with it the
 # replicas' AUTO CDC input and an anomalies table; snapshot-only sources have neither.
 CHANGE_STREAM_CAPTURES = ("binlog", "shadow")
+# Table property of a materialized view whose windows all partition by these columns (comma-
+# separated): the local runtime then refreshes it by partition (runtime/partition_refresh.py).
+REFRESH_BY_PARTITION = "cdc_lakehouse.refresh.partition_by"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ class FlowBatch:
         self.streaming = False
         self.new_input = False
         self.rows_read = 0
+        self.view_refresh = None  # partition_refresh.ViewRefresh of a view refreshed by partition
 
     @property
     def store(self):
@@ -64,12 +65,17 @@ class FlowBatch:
         return min(-1 if v is None else v for v in versions)
 
     def commit_plan(self) -> None:
-        if self.streaming and not self.replay:
+        # A view's refresh overwrites it from its input as of now, so a re-run plans afresh.
+        if self.view_refresh is not None or (self.streaming and not self.replay):
             self.checkpoint.write_offsets(self.id, self.offsets)
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, name: str) -> DataFrame:
-        return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
+        dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
+        if self.view_refresh is None or dataset.kind == "view":
+            return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
+        self.runner.ensure(name)
+        return self.view_refresh.read(name)
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")

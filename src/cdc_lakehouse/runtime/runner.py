@@ -23,6 +23,7 @@ from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
+from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 
 
@@ -108,7 +109,7 @@ class PipelineRunner:
         if flow.kind == "auto_cdc":
             source = batch.read_stream(flow.cdc["source"])
         else:
-            source = flow.func()
+            source = self._query(flow, target, batch)
         if batch.streaming and not batch.new_input or _nothing_typed_yet(flow, source):
             self._create_empty(flow, target, source)
             raise NoNewInput
@@ -116,10 +117,24 @@ class PipelineRunner:
         expectations = target.expectations + dlt_api.expectations_of(flow.func)
         kept, results = apply_expectations(source, target.name, expectations)
         event.expectations = results
+        if batch.view_refresh is not None:
+            kept = batch.view_refresh.view(kept)
+            event.message = batch.view_refresh.describe()
         if flow.kind == "auto_cdc":
             event.rows_written = write_cdc(self, flow, target, kept, batch)
         else:
             event.rows_written = write_query(self, target, kept, batch)
+
+    def _query(self, flow: Flow, target: Dataset, batch: FlowBatch) -> DataFrame:
+        """A query flow's result; of a view refreshed by partition, only its touched partitions."""
+        if target.kind != "materialized_view" or not partition_columns(target):
+            return flow.func()
+        batch.view_refresh = ViewRefresh(self.store, target, batch)
+        try:
+            return flow.func()
+        except FullRefreshNeeded:
+            batch.view_refresh.recompute_all()
+            return flow.func()
 
     def _create_empty(self, flow: Flow, target: Dataset, source: DataFrame) -> None:
         """A streaming table exists from its first update on, even before any input arrives."""

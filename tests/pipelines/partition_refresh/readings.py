@@ -1,0 +1,30 @@
+# A streaming table of readings and a materialized view refreshed by partition (the sensor).
+import dlt
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.settings import REFRESH_BY_PARTITION
+
+LANDING = spark.conf.get("test.landing")
+
+
+@dlt.table(name="bronze.readings")
+def readings():
+    return (
+        spark.readStream.format("cloudFiles")
+        .option("cloudFiles.format", "json")
+        .schema("sensor string, at long, value double")
+        .load(f"{LANDING}/readings")
+    )
+
+
+@dlt.materialized_view(name="silver.reading_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
+def reading_steps():
+    return steps(dlt.read("bronze.readings"))
+
+
+def steps(df):
+    """Each reading with the one before it of the same sensor: a late reading changes its
+    successor's row, so a refresh must recompute the whole sensor."""
+    in_order = Window.partitionBy("sensor").orderBy("at")
+    return df.select("sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))

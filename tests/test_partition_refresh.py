@@ -1,0 +1,96 @@
+"""Materialized views refreshed by partition (runtime/partition_refresh.py): after every update
+the view equals its query over all of its input, whichever way the runtime refreshed it."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.runtime.runner import run_pipeline
+from cdc_lakehouse.storage import DeltaRsStore
+from lake_helpers import REPO, write_jsonl
+
+PIPELINE = str(REPO / "tests/pipelines/partition_refresh/*.py")
+VIEW = "silver.reading_steps"
+
+
+def deliver(landing, name: str, rows: list[tuple]) -> None:
+    write_jsonl(landing / "readings" / f"{name}.jsonl", [dict(zip(("sensor", "at", "value"), r)) for r in rows])
+
+
+def update(spark, landing, lake, **kw):
+    result = run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(landing)}, **kw)
+    return result.event(VIEW).message
+
+
+def assert_view_is_its_query(spark, lake) -> None:
+    store = DeltaRsStore(spark, lake)
+    in_order = Window.partitionBy("sensor").orderBy("at")
+    everything = store.read("bronze.readings").select(
+        "sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))
+    assertDataFrameEqual(store.read(VIEW), everything)
+
+
+@pytest.fixture
+def first(landing, lake, spark):
+    deliver(landing, "1", [("a", 1, 1.0), ("a", 3, 3.0), ("b", 1, 10.0), (None, 1, 0.5)])
+    assert update(spark, landing, lake) == "recomputed in full"
+    assert_view_is_its_query(spark, lake)
+    return landing
+
+
+def test_new_input_recomputes_only_its_partitions_and_equals_a_full_recompute(spark, first, lake):
+    # A late reading of a (between its two), a new sensor, another NULL sensor; b untouched.
+    deliver(first, "2", [("a", 2, 2.0), ("c", 1, 7.0), (None, 2, 0.7)])
+    assert update(spark, first, lake).startswith("recomputed the partitions (sensor)")
+    assert_view_is_its_query(spark, lake)
+    steps = {(r.sensor, r.at): r.previous for r in DeltaRsStore(spark, lake).read(VIEW).collect()}
+    assert steps[("a", 3)] == 2.0 and steps[(None, 2)] == 0.5 and steps[("b", 1)] is None
+
+
+def test_an_update_without_new_input_keeps_the_view(spark, first, lake):
+    before = DeltaRsStore(spark, lake).read(VIEW).collect()
+    assert update(spark, first, lake).startswith("recomputed the partitions")
+    assertDataFrameEqual(DeltaRsStore(spark, lake).read(VIEW), before)
+
+
+def test_a_rewritten_input_is_recomputed_in_full(spark, first, lake):
+    store = DeltaRsStore(spark, lake)
+    store.overwrite("bronze.readings", store.read("bronze.readings").filter(F.col("sensor") != "b"))
+    deliver(first, "2", [("a", 2, 2.0)])
+    assert update(spark, first, lake) == "recomputed in full"
+    assert_view_is_its_query(spark, lake)
+
+
+def test_a_changed_definition_is_recomputed_in_full(spark, first, lake, tmp_path):
+    changed = tmp_path / "pipeline" / "readings.py"
+    changed.parent.mkdir()
+    changed.write_text((REPO / "tests/pipelines/partition_refresh/readings.py").read_text() + "\n# changed\n")
+    deliver(first, "2", [("a", 2, 2.0)])
+    result = run_pipeline(spark, [str(changed)], lake, {"test.landing": str(first)})
+    assert result.event(VIEW).message == "recomputed in full"
+    assert_view_is_its_query(spark, lake)
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_before_view_commit(stage: str, table: str) -> None:
+    if stage == "before" and table == VIEW:
+        raise Crash
+
+
+def test_a_crash_before_the_view_commit_then_the_re_run_brings_it_up_to_date(spark, first, lake):
+    deliver(first, "2", [("a", 2, 2.0)])
+    with pytest.raises(Crash):
+        run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)},
+                     store=DeltaRsStore(spark, lake, commit_hook=crash_before_view_commit))
+    deliver(first, "3", [("b", 0, 9.0)])  # arrives before the re-run: the re-run takes it too
+    assert update(spark, first, lake).startswith("recomputed the partitions")
+    assert_view_is_its_query(spark, lake)
+    deliver(first, "4", [("c", 1, 1.0)])
+    assert update(spark, first, lake).startswith("recomputed the partitions")
+    assert_view_is_its_query(spark, lake)
