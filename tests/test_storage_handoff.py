@@ -1,10 +1,15 @@
 """Batches reach delta-rs either collected or staged in Arrow files by Spark's tasks; both
-routes give the same rows, types and (nullable) schema, and the staged files are removed."""
+routes give the same rows, types and (nullable) schema, and the staged files are removed. A
+batch Spark refuses to collect (result-size limit) is staged instead, and staging folders a
+killed process left behind are removed by the next staging."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -71,3 +76,42 @@ def test_a_store_writes_and_merges_staged_batches(spark, tmp_path):
     for table in ("s.log", "s.latest", "s.replica"):
         assertDataFrameEqual(staged.read(table), collected.read(table))
     assert staged.read("s.replica").count() == 120
+
+
+@contextmanager
+def result_limit(spark, limit: str):
+    """Spark's result-size limit lowered for the block: it is read from the live SparkConf when
+    a job starts, so the shared session keeps working with its own limit afterwards."""
+    conf = spark.sparkContext._jsc.sc().conf()
+    previous = conf.get("spark.driver.maxResultSize")
+    conf.set("spark.driver.maxResultSize", limit)
+    try:
+        yield
+    finally:
+        conf.set("spark.driver.maxResultSize", previous)
+
+
+def test_a_batch_larger_than_the_result_limit_is_staged_instead_of_failing(spark):
+    df = spark.range(0, 300_000, 1, 2).selectExpr("id", "repeat(CAST(id AS STRING), 8) AS s")
+    with result_limit(spark, "1m"):
+        with arrow_batch(df) as batch:
+            assert isinstance(batch.data, pa.RecordBatchReader)  # the collect was refused: staged
+            table = batch.table()
+    assert table.num_rows == batch.num_rows == 300_000
+    assert table.sort_by("id").equals(arrow_batch_collected(df).sort_by("id"))
+
+
+def arrow_batch_collected(df) -> pa.Table:
+    with arrow_batch(df) as batch:
+        assert isinstance(batch.data, pa.Table)
+        return batch.data
+
+
+def test_staging_removes_what_a_killed_process_left(spark):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = Path(tempfile.mkdtemp(prefix=f"cdc-lakehouse-stage-{gone.pid}-"))
+    (left / "part.arrow").write_bytes(b"x")
+    with arrow_batch(spark.range(3), ALWAYS_STAGE) as staged:
+        assert staged.num_rows == 3
+    assert not left.exists()

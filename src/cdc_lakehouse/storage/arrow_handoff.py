@@ -11,11 +11,13 @@ cheaper collect.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -26,6 +28,7 @@ from pyspark.sql import DataFrame
 # Input bytes above which a batch is staged without trying to collect it first: far above any
 # test batch, well below what the driver heap holds.
 STAGE_INPUT_BYTES = 64 * 1024 * 1024
+STAGE_PREFIX = "cdc-lakehouse-stage-"  # then the pid of the process that stages
 
 
 @dataclass
@@ -47,7 +50,8 @@ def arrow_batch(df: DataFrame, stage_above_bytes: int = STAGE_INPUT_BYTES) -> It
     if data is not None:
         yield ArrowBatch(data, data.num_rows)
         return
-    with tempfile.TemporaryDirectory(prefix="cdc-lakehouse-stage-") as directory:
+    remove_orphaned_stages()
+    with tempfile.TemporaryDirectory(prefix=f"{STAGE_PREFIX}{os.getpid()}-") as directory:
         files, rows = stage(df, directory)
         if not files:
             yield ArrowBatch(_nullable(collect(df.limit(0))), 0)
@@ -56,6 +60,24 @@ def arrow_batch(df: DataFrame, stage_above_bytes: int = STAGE_INPUT_BYTES) -> It
         schema = _nullable_schema(dataset.schema)
         batches = (b.cast(schema) for b in dataset.to_batches())
         yield ArrowBatch(pa.RecordBatchReader.from_batches(schema, batches), rows)
+
+
+def remove_orphaned_stages() -> None:
+    """Staging folders of processes that are gone: a killed run cannot remove its own."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*"):
+        pid = folder.name.removeprefix(STAGE_PREFIX).split("-")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def collect(df: DataFrame) -> pa.Table:
