@@ -28,7 +28,7 @@ def update(spark, landing, lake, **kw):
 def assert_view_is_its_query(spark, lake) -> None:
     store = DeltaRsStore(spark, lake)
     in_order = Window.partitionBy("sensor").orderBy("at")
-    everything = store.read("bronze.readings").select(
+    everything = store.read("staging.readings").select(
         "sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))
     assertDataFrameEqual(store.read(VIEW), everything)
 
@@ -58,7 +58,7 @@ def test_an_update_without_new_input_keeps_the_view(spark, first, lake):
 
 def test_a_rewritten_input_is_recomputed_in_full(spark, first, lake):
     store = DeltaRsStore(spark, lake)
-    store.overwrite("bronze.readings", store.read("bronze.readings").filter(F.col("sensor") != "b"))
+    store.overwrite("staging.readings", store.read("staging.readings").filter(F.col("sensor") != "b"))
     deliver(first, "2", [("a", 2, 2.0)])
     assert update(spark, first, lake) == "recomputed in full"
     assert_view_is_its_query(spark, lake)

@@ -99,6 +99,9 @@ class ViewRefresh:
         if previous.get(DEFINITION) != self.batch.offsets[DEFINITION] or len(inputs) != 1:
             return None
         table = inputs[0].removeprefix("table:")
+        if table not in self.batch.runner.graph.datasets:
+            return None
+        self.batch.runner.ensure(table)  # this update's appends first: the view reads them
         if not (self.store.exists(self.target.name) and self.store.exists(table)):
             return None
         end = self.store.version(table)
