@@ -94,3 +94,11 @@ def test_a_crash_before_the_view_commit_then_the_re_run_brings_it_up_to_date(spa
     deliver(first, "4", [("c", 1, 1.0)])
     assert update(spark, first, lake).startswith("recomputed the partitions")
     assert_view_is_its_query(spark, lake)
+
+
+def test_a_view_that_reads_a_pipeline_view_is_always_recomputed_in_full(spark, first, lake):
+    deliver(first, "2", [("a", 2, 2.0)])
+    result = run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)})
+    assert result.event("silver.recent_steps").message == "recomputed in full"
+    store = DeltaRsStore(spark, lake)
+    assertDataFrameEqual(store.read("silver.recent_steps"), store.read(VIEW))

@@ -72,7 +72,10 @@ class FlowBatch:
     # -- reads ------------------------------------------------------------------------------
     def read(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
-        if self.view_refresh is None or dataset.kind == "view":
+        if self.view_refresh is None:
+            return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
+        if dataset.kind == "view":
+            self.view_refresh.read_view(name)
             return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
         self.runner.ensure(name)
         return self.view_refresh.read(name)

@@ -5,7 +5,8 @@ partition by the same columns is recomputed only for the partitions its new inpu
 local runtime does the same for a view that names those columns in the table property
 ``cdc_lakehouse.refresh.partition_by`` (comma-separated; on Databricks it is a plain table
 property). The view must read exactly one table, which has those columns, and each output row
-must keep its partition's values in the columns of the same names.
+must keep its partition's values in the columns of the same names; one that reads a pipeline
+view (``@dlt.view``) is always recomputed in full.
 
 The view's checkpoint records, per refresh, the input table's version and a fingerprint of the
 code that defines the view. When the input only grew since then (appends, as a streaming table
@@ -98,6 +99,8 @@ class ViewRefresh:
         previous, inputs = self.batch.previous, [k for k in self.batch.previous if k.startswith("table:")]
         if previous.get(DEFINITION) != self.batch.offsets[DEFINITION] or len(inputs) != 1:
             return None
+        if any(k.startswith("view:") for k in previous):
+            return None
         table = inputs[0].removeprefix("table:")
         if table not in self.batch.runner.graph.datasets:
             return None
@@ -123,6 +126,13 @@ class ViewRefresh:
             raise FullRefreshNeeded(name)
         self.batch.offsets[f"table:{name}"] = {"version": self.partitions.version}
         return self.partitions.restrict(self.store.read(name, self.partitions.version))
+
+    def read_view(self, name: str) -> None:
+        """A view's rows cannot be restricted to partitions, nor can its inputs be told apart
+        from the view's: recorded, so that this view is always recomputed in full."""
+        if self.partitions is not None:
+            raise FullRefreshNeeded(name)
+        self.batch.offsets[f"view:{name}"] = {}
 
     def recompute_all(self) -> None:
         self.partitions = None

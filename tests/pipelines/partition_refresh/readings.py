@@ -30,3 +30,13 @@ def steps(df):
     successor's row, so a refresh must recompute the whole sensor."""
     in_order = Window.partitionBy("sensor").orderBy("at")
     return df.select("sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))
+
+
+@dlt.view(name="recent_readings")
+def recent_readings():
+    return dlt.read("staging.readings").filter("at >= 0")
+
+
+@dlt.materialized_view(name="silver.recent_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
+def recent_steps():
+    return steps(dlt.read("recent_readings"))
