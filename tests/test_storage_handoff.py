@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.storage import DeltaRsStore
-from cdc_lakehouse.storage.arrow_handoff import arrow_batch
+from cdc_lakehouse.storage.arrow_handoff import STAGE_PREFIX, arrow_batch
 from cdc_lakehouse.storage.base import UpsertSpec
 
 ALWAYS_STAGE = -1
@@ -32,7 +32,7 @@ def _varied(spark):
 
 
 def _stages_left() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("cdc-lakehouse-stage-*")}
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*")}
 
 
 def test_staged_and_collected_batches_are_the_same_arrow(spark):
@@ -110,7 +110,7 @@ def arrow_batch_collected(df) -> pa.Table:
 def test_staging_removes_what_a_killed_process_left(spark):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    left = Path(tempfile.mkdtemp(prefix=f"cdc-lakehouse-stage-{gone.pid}-"))
+    left = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{gone.pid}-"))
     (left / "part.arrow").write_bytes(b"x")
     with arrow_batch(spark.range(3), ALWAYS_STAGE) as staged:
         assert staged.num_rows == 3

@@ -71,14 +71,13 @@ class FlowBatch:
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, name: str) -> DataFrame:
-        dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
-        if self.view_refresh is None:
-            return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
-        if dataset.kind == "view":
+        wanted_by = f"flow '{self.flow.name}'"
+        if self.view_refresh is not None and self.runner.graph.dataset(name, wanted_by).kind != "view":
+            self.runner.ensure(name)
+            return self.view_refresh.read(name)
+        if self.view_refresh is not None:
             self.view_refresh.read_view(name)
-            return self.runner.read_dataset(name, f"flow '{self.flow.name}'")
-        self.runner.ensure(name)
-        return self.view_refresh.read(name)
+        return self.runner.read_dataset(name, wanted_by)
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
