@@ -214,3 +214,38 @@ def test_full_refresh_keeps_tables_that_forbid_reset(spark, tmp_path, landing):
     result = run_pipeline(spark, [str(pipeline)], lake, conf, full_refresh=True)
     assert result.event("bronze.raw").rows_read == 1
     assert DeltaRsStore(spark, lake).read("gold.total").first()[0] == 3
+
+
+SHARED = str(REPO / "tests/pipelines/shared_view/*.py")
+
+
+def test_two_tables_reading_one_view_share_its_evaluation_per_input(spark, landing, lake):
+    """The view draws a random number per row: equal draws in both tables show one evaluation
+    for both readers; a later update with new files evaluates it again, for the new rows only."""
+    conf = {"test.landing": str(landing)}
+    store = DeltaRsStore(spark, lake)
+    for update, ids in enumerate([range(0, 6), range(6, 10)]):
+        write_jsonl(landing / f"items/{update}.jsonl", [{"id": i} for i in ids])
+        result = run_pipeline(spark, [SHARED], lake, conf)
+        counts = {(r.dataset, r.name): (r.passed, r.failed) for e in result.events for r in e.expectations}
+        assert counts == {("bronze.even_items", "even"): (len(ids) // 2, len(ids) // 2),
+                          ("bronze.all_items", "small"): (len(ids), 0)}
+    all_items, even = store.read("bronze.all_items"), store.read("bronze.even_items")
+    assert all_items.select("id").distinct().count() == all_items.count() == 10
+    assertDataFrameEqual(even, all_items.filter("id % 2 = 0"))
+
+
+def test_expectations_are_counted_by_the_write_or_apart_when_no_write_ran(spark):
+    """The counts come from the write's own pass; a batch never written (committed before a
+    crash, so the re-run skips its write) is counted on its own."""
+    from cdc_lakehouse.runtime.expectations import ExpectationResult, apply_expectations
+    from cdc_lakehouse.runtime.graph import Expectation
+
+    df = spark.createDataFrame([(1,), (-2,), (None,)], "x int")
+    rules = [Expectation("positive", "x > 0", "drop"), Expectation("present", "x IS NOT NULL", "warn")]
+    expected = [ExpectationResult("t", "positive", "drop", 1, 2), ExpectationResult("t", "present", "warn", 2, 1)]
+    kept, counts = apply_expectations(df, "t", rules)
+    assert [r.x for r in kept.collect()] == [1]
+    assert counts() == expected
+    _, unwritten = apply_expectations(df, "t", rules)
+    assert unwritten() == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from pyspark.sql import DataFrame
@@ -28,6 +29,7 @@ class FlowBatch:
         self.streaming = False
         self.new_input = False
         self.rows_read = 0
+        self.reads: list[tuple[str, str]] = []  # every input read, in order: the key of a shared view
         self.view_refresh = None  # partition_refresh.ViewRefresh of a view refreshed by partition
 
     @property
@@ -77,19 +79,22 @@ class FlowBatch:
             return self.view_refresh.read(name)
         if self.view_refresh is not None:
             self.view_refresh.read_view(name)
-        return self.runner.read_dataset(name, wanted_by)
+        df = self.runner.read_dataset(name, wanted_by, self)
+        if self.runner.graph.datasets[name].persisted:
+            self.reads.append((f"read:{name}", str(self.store.version(name))))
+        return df
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
         if dataset.kind == "view":
-            return self.runner.evaluate_view(dataset)
+            return self.runner.evaluate_view(dataset, self)
         self.runner.ensure(name)
         self.streaming = True
         source = f"table:{name}"
         start = self.previous.get(source, {}).get("version")
         end = self._planned(source, "version") if self.replay else self.store.version(name)
         df, rows = self.store.read_appended(name, start, end)
-        self._record(source, {"version": end}, rows)
+        self._record(source, {"version": end}, rows, after=start)
         return df
 
     def read_files(self, path: str, fmt: str, options: dict, schema) -> DataFrame:
@@ -119,7 +124,9 @@ class FlowBatch:
             )
         return self.planned[source][key]
 
-    def _record(self, source: str, offset: dict, rows: int) -> None:
+    def _record(self, source: str, offset: dict, rows: int, after=None) -> None:
+        """``after``: where a table read started (its offset says only where it ends)."""
         self.offsets[source] = offset
+        self.reads.append((source, json.dumps({"after": after, **offset}, sort_keys=True)))
         self.rows_read += rows
         self.new_input = self.new_input or rows > 0

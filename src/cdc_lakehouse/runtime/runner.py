@@ -24,6 +24,7 @@ from cdc_lakehouse.runtime.expectations import apply_expectations
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
+from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 
 
@@ -49,6 +50,7 @@ class PipelineRunner:
         self.result = RunResult(update_id=uuid.uuid4().hex[:12])
         self._done: set[str] = set()
         self._running: list[str] = []
+        self.shared_views = SharedViews()
 
     def run(self) -> RunResult:
         self.graph.validate()
@@ -98,7 +100,7 @@ class PipelineRunner:
             dlt_api._reader.reset(token)
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
-            self.spark.catalog.clearCache()
+            self.shared_views.flow_ended(self.spark)
 
     def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
         target = self.graph.datasets[flow.target]
@@ -115,8 +117,7 @@ class PipelineRunner:
             raise NoNewInput
         batch.commit_plan()
         expectations = target.expectations + dlt_api.expectations_of(flow.func)
-        kept, results = apply_expectations(source, target.name, expectations)
-        event.expectations = results
+        kept, counts = apply_expectations(source, target.name, expectations)
         if batch.view_refresh is not None:
             kept = batch.view_refresh.view(kept)
             event.message = batch.view_refresh.describe()
@@ -124,6 +125,7 @@ class PipelineRunner:
             event.rows_written = write_cdc(self, flow, target, kept, batch)
         else:
             event.rows_written = write_query(self, target, kept, batch)
+        event.expectations = counts()
 
     def _query(self, flow: Flow, target: Dataset, batch: FlowBatch) -> DataFrame:
         """A query flow's result; of a view refreshed by partition, only its touched partitions."""
@@ -143,22 +145,32 @@ class PipelineRunner:
         self.store.append(target.name, source.limit(0), None, **table_options(target))
 
     # -- reads from the executing flow ------------------------------------------------------
-    def read_dataset(self, name: str, wanted_by: str) -> DataFrame:
+    def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:
         dataset = self.graph.dataset(name, wanted_by)
         if dataset.kind == "view":
-            return self.evaluate_view(dataset)
+            return self.evaluate_view(dataset, batch)
         self.ensure(name)
         return self.store.read(name)
 
-    def evaluate_view(self, dataset: Dataset) -> DataFrame:
-        df = dataset.func()
-        expectations = dataset.expectations + dlt_api.expectations_of(dataset.func)
-        kept, results = apply_expectations(df, dataset.name, expectations)
+    def evaluate_view(self, dataset: Dataset, batch: FlowBatch | None = None) -> DataFrame:
+        """The view's rows for the reading flow; the previous reader's, when it read the same input."""
+        first_read = len(batch.reads) if batch is not None else 0
+        df = dataset.func()  # also records the flow's offsets and rows read, shared or not
+        shareable = batch is not None and batch.view_refresh is None
+        key = tuple(batch.reads[first_read:]) if shareable else ()
+        shared = self.shared_views.lookup(dataset.name, key)
+        if shared is not None:
+            df, results = shared.df, shared.expectations
+        else:
+            expectations = dataset.expectations + dlt_api.expectations_of(dataset.func)
+            df, counts = apply_expectations(df, dataset.name, expectations, counted_now=True)
+            results = counts()
+            df = self.shared_views.keep(dataset.name, key, df, results)
         if results:
             self.result.events.append(
                 FlowEvent(self.result.update_id, dataset.name, dataset.name, "view", expectations=results)
             )
-        return kept
+        return df
 
     def sink_tables(self, flow: Flow) -> list[str]:
         if flow.kind.startswith("auto_cdc"):
