@@ -13,19 +13,27 @@ TXN_COLUMNS = ["_source", "server_id", "txn_id", "commit_ts", "end_lsn", "user",
 def operations(row_events: DataFrame) -> DataFrame:
     """One operation per row image of each row event (a row event may carry several rows)."""
     exploded = row_events.select(
-        *TXN_COLUMNS, "schema", "table", "primary_key", "type", "lsn",
+        *TXN_COLUMNS, "schema", "table", "primary_key", "lsn",
+        F.upper(F.substring("type", 1, 1)).alias("op"),
         F.posexplode(F.from_json("rows", "array<string>")).alias("row_index", "image"),
     )
-    before = F.get_json_object("image", "$.before")
-    after = F.get_json_object("image", "$.after")
-    op = F.upper(F.substring("type", 1, 1))
-    key_image = F.when(op == "D", before).otherwise(after)
-    return exploded.select(
+    # Each step in a projection of its own: the images and their maps are read several times
+    # below, and Spark evaluates an expression again wherever a projection repeats it.
+    images = exploded.select(
+        "*", F.get_json_object("image", "$.before").alias("__before"), F.get_json_object("image", "$.after").alias("__after")
+    )
+    op, before, after = F.col("op"), F.col("__before"), F.col("__after")
+    maps = images.select(
+        "*",
+        keys.image_map(F.when(op == "D", before).otherwise(after)).alias("__key_map"),
+        F.when(op == "U", keys.image_map(before)).alias("__before_map"),
+    )
+    return maps.select(
         *TXN_COLUMNS, "schema", "table",
         F.struct("lsn", "row_index").alias("ord"),
-        op.alias("op"),
-        keys.from_image(key_image, F.col("primary_key")).alias("key"),
-        F.when(op == "U", keys.from_image(before, F.col("primary_key"))).alias("old_key"),
+        op,
+        keys.from_image_map(F.col("__key_map"), F.col("primary_key")).alias("key"),
+        F.when(op == "U", keys.from_image_map(F.col("__before_map"), F.col("primary_key"))).alias("old_key"),
         F.when(op != "D", after).alias("row"),
         F.when(op != "I", before).alias("before"),
     )

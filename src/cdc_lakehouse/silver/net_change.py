@@ -69,12 +69,19 @@ aggregate(
 def split_key_changes(ops: DataFrame) -> DataFrame:
     """An update whose key changes is a delete of the old key then an insert of the new key.
     ``old_key`` holds the key before the update (null when unchanged)."""
-    changes_key = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
-    plain = ops.filter(~changes_key | changes_key.isNull()).withColumn("sub", F.lit(0))
-    moved = ops.filter(changes_key)
-    delete_old = moved.withColumn("op", F.lit("D")).withColumn("key", F.col("old_key")).withColumn("row", F.col("before")).withColumn("sub", F.lit(0))
-    insert_new = moved.withColumn("op", F.lit("I")).withColumn("before", F.lit(None).cast("string")).withColumn("sub", F.lit(1))
-    return plain.unionByName(delete_old).unionByName(insert_new).drop("old_key")
+    changes_key = F.coalesce(
+        (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key")), F.lit(False)
+    )
+    def part(op, key, row, before, sub):
+        return F.struct(op.alias("op"), key.alias("key"), row.alias("row"), before.alias("before"), F.lit(sub).alias("sub"))
+
+    as_is = part(F.col("op"), F.col("key"), F.col("row"), F.col("before"), 0)
+    delete_old = part(F.lit("D"), F.col("old_key"), F.col("before"), F.col("before"), 0)
+    insert_new = part(F.lit("I"), F.col("key"), F.col("row"), F.lit(None).cast("string"), 1)
+    # One pass over the operations (three filtered copies of them would compute them three times).
+    parts = F.when(changes_key, F.array(delete_old, insert_new)).otherwise(F.array(as_is))
+    others = [c for c in ops.columns if c not in ("op", "key", "row", "before", "old_key")]
+    return ops.select(*others, F.explode(parts).alias("__part")).select(*others, "__part.*")
 
 
 def combine(ops: DataFrame, group_cols: list[str]) -> DataFrame:
