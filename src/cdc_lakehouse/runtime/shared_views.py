@@ -4,8 +4,8 @@ On Databricks every flow that reads a view evaluates it. Locally that doubles th
 work of an update: each landing view (every line parsed and checked) is read by the bronze
 table and by its quarantine table, and each replica's typed changes by its SCD1 and SCD2
 flows. The result is the same for both readers when the view read the same input: the same
-new files or table versions (its *key*, recorded by the flow batch). The first reader caches
-it and the second gets the cached result.
+new files, the same range of table versions (its *key*, recorded by the flow batch). The
+first reader caches it and the second gets the cached result.
 
 The runner drops a flow's caches when the flow ends, except after a flow that cached a view:
 those stay until the next flow ends, which is when the second reader has run, if any.
