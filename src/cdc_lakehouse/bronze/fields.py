@@ -19,6 +19,7 @@ from cdc_lakehouse.bronze.json_text import json_fields
 
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
 JSON_TEXT = {"object": "{", "array": "["}
+_TEXTS, _RESCUED = "__field_texts", "__rescued_entries"  # working columns of parse_fields
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,16 @@ def parse_fields(lines: DataFrame, fields: tuple[Field, ...], extra_bad: dict[st
     if not fields:
         return parsed.select("*", F.array().cast("array<string>").alias("_bad_fields"))
     schema = ", ".join(f"`{f.name}` {f.parse_type}" for f in fields)
-    parsed = parsed.select("*", F.from_json("_raw", schema).alias("_parsed"))
+    # Each field's text is looked up once: a map lookup scans the keys, and the checks below
+    # read every text several times (Spark keeps a projection apart when merging it would
+    # evaluate its expressions again).
+    texts = F.struct(*[F.try_element_at("_fields", F.lit(f.name)).alias(f.name) for f in fields])
+    parsed = parsed.select("*", F.from_json("_raw", schema).alias("_parsed"), texts.alias(_TEXTS))
     typed = parsed.select("*", *[_typed(f).alias(f.name) for f in fields])
     bad = [F.when(_is_bad(f) | extra_bad.get(f.name, _never)(), F.lit(f.name)) for f in fields]
     flagged = typed.withColumn("_bad_fields", F.array_compact(F.array(*bad)))
-    return flagged.withColumn("_rescued_data", _rescued([f.name for f in fields])).drop("_parsed")
+    rescued = flagged.withColumn(_RESCUED, _rescued_entries([f.name for f in fields]))
+    return rescued.withColumn("_rescued_data", _rescued_json()).drop("_parsed", _TEXTS, _RESCUED)
 
 
 def _never() -> Column:
@@ -52,7 +58,7 @@ def _never() -> Column:
 
 def raw(name: str) -> Column:
     """The field's source text; NULL when absent."""
-    return F.try_element_at("_fields", F.lit(name))
+    return F.col(f"{_TEXTS}.`{name}`")
 
 
 def utc_timestamp(text: Column) -> Column:
@@ -74,14 +80,15 @@ def _is_bad(field: Field) -> Column:
     return F.coalesce(present & wrong, F.lit(False))
 
 
-def _rescued(known: list[str]) -> Column:
-    """Unknown and bad fields as one JSON object of their source text; NULL when none."""
+def _rescued_entries(known: list[str]) -> Column:
+    """The unknown and bad fields, as map entries (empty when none)."""
     known_sql = ", ".join(f"'{name}'" for name in known)
-    kept = (
-        f"map_entries(map_filter(_fields, (k, v) -> NOT array_contains(array({known_sql}), k) "
-        f"OR array_contains(_bad_fields, k)))"
-    )
+    return F.expr(f"map_entries(map_filter(_fields, (k, v) -> NOT k IN ({known_sql}) OR array_contains(_bad_fields, k)))")
+
+
+def _rescued_json() -> Column:
+    """The rescued entries as one JSON object of their source text; NULL when none."""
     member = "concat(regexp_extract(to_json(array(e.key)), '^.(.*).$', 1), ':', e.value)"
     return F.expr(
-        f"CASE WHEN size({kept}) > 0 THEN concat('{{', array_join(transform({kept}, e -> {member}), ','), '}}') END"
+        f"CASE WHEN size({_RESCUED}) > 0 THEN concat('{{', array_join(transform({_RESCUED}, e -> {member}), ','), '}}') END"
     )
