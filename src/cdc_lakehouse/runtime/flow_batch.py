@@ -79,10 +79,10 @@ class FlowBatch:
             return self.view_refresh.read(name)
         if self.view_refresh is not None:
             self.view_refresh.read_view(name)
-        df = self.runner.read_dataset(name, wanted_by, self)
-        if self.runner.graph.datasets[name].persisted:
-            self.reads.append((f"read:{name}", str(self.store.version(name))))
-        return df
+        # A whole-table read needs no version in the key: the table's flows have run before it
+        # is read, and nothing else writes it in this update (a runner is one update).
+        self.reads.append((f"read:{name}", ""))
+        return self.runner.read_dataset(name, wanted_by, self)
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
