@@ -74,6 +74,20 @@ def test_corrections_are_exactly_the_difference(spark, tmp_path, onboarding):
     assert status_of(landing, "s1")["changes"] == 4
 
 
+def test_lines_whose_key_text_misleads_are_found_by_their_parsed_key(spark, tmp_path, onboarding):
+    """The lines of the difference are first looked up by their key's text; a key name that
+    also occurs in a nested value hides the line from that lookup, so every key is parsed."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)])
+    hidden = {"meta": {"product_id": 1}, **product(2, "b2", 2.0)}
+    write_snapshot(landing, "s1", [product(1, "a", 1.0), hidden, product(3, "c", 3.0)])
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert (outcome.counts["inserts"], outcome.counts["updates"]) == (1, 1)
+    changes = corrections_of(spark, landing, "s1").select("op", "row")
+    assertDataFrameEqual(changes, spark.createDataFrame(
+        [("UPDATE", json.dumps(hidden)), ("INSERT", json.dumps(product(3, "c", 3.0)))], "op string, row string"))
+
+
 def test_column_filters_apply_before_comparing(spark, tmp_path):
     """A hashed column compares hashed; a renamed one under its silver name; corrections keep
     the source's names and values (silver filters them again on the way to the replica)."""
@@ -138,6 +152,9 @@ def test_reconcile_twice_writes_nothing_new(spark, tmp_path, onboarding):
     (dict(position={"file": "mysql-bin.000001"}), "invalid manifest: position must be"),
     (dict(rows=[{"name": "no key"}]), "1 row(s) have no value for key ['product_id']"),
     (dict(rows=[{"product_id": "x1", "name": "a", "price": 1.0}], replica=True), "1 row(s) have no value for key"),
+    (dict(rows=[[product(1, "a", 1.0), product(2, "b", 2.0)]], row_count=1, replica=True),
+     "1 row(s) have no value for key"),  # an array is no row, even of rows
+    (dict(rows=[product(1, "a", 1.0), 5], replica=True), "1 row(s) have no value for key"),
 ])
 def test_invalid_snapshots_are_quarantined_with_the_reason(spark, tmp_path, onboarding, snapshot, reason):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -174,6 +191,26 @@ def test_next_snapshot_waits_until_the_previous_corrections_are_applied(spark, t
     applied = (1, f"{SORTS_LAST}snapshot:s1")  # as AUTO CDC records the seed's inserts
     make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)],
                  state=[(1, applied, False, None), (2, applied, False, None)])
+    [done] = reconcile(spark, landing, lake, onboarding)
+    assert (done.status, done.counts["deletes"]) == ("reconciled", 1)
+
+
+def test_previous_corrections_overtaken_by_later_changes_are_judged_per_key(spark, tmp_path, onboarding):
+    """One key at the snapshot's own sequence says its corrections were applied; without one,
+    each key's state decides: older is behind, later is overtaken (applied or decided since)."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.0)])
+    reconcile(spark, landing, lake, onboarding)
+    write_snapshot(landing, "s2", [product(1, "a", 1.0)], taken_at=T0 + timedelta(hours=1))
+    older, later = (0, "xid:1"), (5, "xid:9")
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)],
+                 state=[(1, older, False, None), (2, later, False, None)])
+    [waiting] = reconcile(spark, landing, lake, onboarding)
+    assert (waiting.status, waiting.reason) == (
+        "waiting", "1 correction(s) of snapshot s1 are not applied yet: run the pipeline first")
+
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)],
+                 state=[(1, later, False, None), (2, (1, f"{SORTS_LAST}snapshot:s1"), False, None)])
     [done] = reconcile(spark, landing, lake, onboarding)
     assert (done.status, done.counts["deletes"]) == ("reconciled", 1)
 

@@ -28,7 +28,7 @@ from cdc_lakehouse.snapshot.ledger import QUARANTINED, RECONCILED, SKIPPED, Ledg
 from cdc_lakehouse.snapshot.manifest import (
     InvalidSnapshot, Manifest, SnapshotFolder, SnapshotNotReady, discover, folder_of,
 )
-from cdc_lakehouse.snapshot.sequence import snapshot_sequence, txn_id
+from cdc_lakehouse.snapshot.sequence import Sequence, snapshot_sequence, txn_id
 
 WAITING, NOT_ONBOARDED, DRY_RUN = "waiting", "not_onboarded", "dry_run"
 
@@ -158,7 +158,9 @@ def corrective_changes(spark, store, spec: cmp.TableSpec, capture, folder: Snaps
         replica = store.read(spec.replica)
         state = store.read(spec.state) if store.exists(spec.state) else None
         schema = cmp.parse_schema(replica, spec, cmp.first_row_columns(parts))
-        ops = cmp.compare(cmp.typed_rows(lines, spec, schema), replica, state, spec, sequence.column(), counts)
+        counts.snapshot_rows, counts.keyless_rows = cmp.non_object_lines(lines)
+        ops = None if counts.keyless_rows else cmp.compare(
+            cmp.read_rows(spark, parts, spec, schema), replica, state, spec, sequence.column(), counts)
         counts.replica_rows = replica.count()
         diff = None if ops is None else cmp.difference_rows(
             lines, schema, replica, ops, spec, sum(counts.ops.values()) <= cmp.BROADCAST_LIMIT
@@ -210,6 +212,8 @@ def unapplied(spark, store, spec: cmp.TableSpec, ledger: Ledger, previous: dict 
     """
     if previous is None or not previous.get("changes"):
         return 0
+    if state_reached(store, spec, previous):
+        return 0
     path = ledger.corrections_file(spec.table, previous["snapshot_id"])
     if not path.exists():
         path = ledger.archive_root / spec.table / path.name
@@ -229,6 +233,21 @@ def unapplied(spark, store, spec: cmp.TableSpec, ledger: Ledger, previous: dict 
     ingested = store.exists(table) and store.read(table).filter(
         F.col("txn_id") == txn_id(previous["snapshot_id"])).limit(1).count() > 0
     return 0 if ingested else int(previous["changes"])
+
+
+def state_reached(store, spec: cmp.TableSpec, previous: dict) -> bool:
+    """Whether some key's AUTO CDC state is at the previous snapshot's own sequence.
+
+    A snapshot's corrections enter the change stream in one commit and the replica flow applies
+    them in one state commit, so one key at that sequence means all are applied. This reads one
+    column of the state instead of the corrections file (the seed's holds the whole table). When
+    no key is there (later changes overtook them all, or none was applied) the keys decide."""
+    recorded = previous.get("sequence")
+    if not recorded or not store.exists(spec.state):
+        return False
+    txn = Sequence.of_snapshot(recorded["position"], previous["snapshot_id"]).txn
+    at = (F.col(f"{SEQ}.position") == recorded["position"]) & (F.col(f"{SEQ}.txn") == txn)
+    return store.read(spec.state).filter(at).limit(1).count() > 0
 
 
 def diff_snapshot(spark, store, snapshot_path, replica: str, onboarding=None, silver: str = "silver") -> Outcome:
