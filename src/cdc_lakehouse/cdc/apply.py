@@ -174,6 +174,7 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         return written
     finally:
         effective.unpersist()
+        scope.release()
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class KeyScope:
     low: object
     high: object
     count: int
+    cached: list = field(default_factory=list)
 
     @classmethod
     def of(cls, latest: DataFrame, keys: list[str]) -> "KeyScope":
@@ -204,7 +206,14 @@ class KeyScope:
         first = self.names[0]
         ranged = table.filter(F.col(first).between(F.lit(self.low), F.lit(self.high)))
         keys = F.broadcast(self.keys) if self.count <= BROADCAST_KEYS else self.keys
-        return ranged.join(keys, list(self.names), "left_semi")
+        # Cached: SCD2 reads these rows several times, and each read would scan the table.
+        rows = ranged.join(keys, list(self.names), "left_semi").persist()
+        self.cached.append(rows)
+        return rows
+
+    def release(self) -> None:
+        for rows in self.cached:
+            rows.unpersist()
 
 
 def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str]) -> DataFrame:

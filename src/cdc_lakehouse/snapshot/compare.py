@@ -316,9 +316,13 @@ def snapshot_lines(lines: DataFrame, schema: StructType, wanted: DataFrame, spec
     in_line = key_text_in_line(key_schema)
     if in_line is not None:
         tokens = wanted.select(_key_text(keys).alias(TOKEN))
-        candidates = lines.withColumn(TOKEN, in_line).join(pick(tokens), TOKEN, "left_semi").select(LINE)
+        # Cached, so that the join's "key is not null" is not pushed below the lookup, which
+        # would parse every line after all.
+        candidates = lines.withColumn(TOKEN, in_line).join(pick(tokens), TOKEN, "left_semi").select(LINE).persist()
         found = typed_rows(candidates, spec, key_schema).join(pick(wanted), keys).persist()
-        if found.count() == wanted.count():
+        complete = found.count() == wanted.count()
+        candidates.unpersist()
+        if complete:
             return found
         found.unpersist()
     return typed_rows(lines, spec, key_schema).join(pick(wanted), keys).persist()

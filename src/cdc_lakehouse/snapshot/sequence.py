@@ -67,5 +67,5 @@ def highest_position(store, changes_table: str) -> int:
     """The highest ``sequence.position`` silver has for the source; 0 before the first change."""
     if not store.exists(changes_table):
         return 0
-    top = store.read(changes_table).agg(F.max("sequence.position").alias("top")).first()["top"]
+    top = store.column_max(changes_table, "sequence.position")
     return 0 if top is None else int(top)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 
 class CatalogStore:
@@ -26,6 +27,9 @@ class CatalogStore:
 
     def read(self, name: str) -> DataFrame:
         return self.spark.table(self.qualified(name))
+
+    def column_max(self, name: str, column: str):
+        return self.read(name).agg(F.max(column)).first()[0]
 
     def overwrite(self, name: str, df: DataFrame, commit=None, **_) -> int:
         df.write.mode("overwrite").option("overwriteSchema", "true").saveAsTable(self.qualified(name))

@@ -51,6 +51,9 @@ class TableStore(Protocol):
 
     def version(self, name: str) -> int | None: ...
 
+    def column_max(self, name: str, column: str):
+        """The largest value of a (nested: ``a.b``) column, NULL for none."""
+
     def committed_version(self, name: str, app_id: str) -> int | None: ...
 
     def append(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int: ...

@@ -14,6 +14,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
@@ -72,6 +73,15 @@ class DeltaRsStore:
         if table is None:
             raise LookupError(f"table {name} does not exist in {self.lake}")
         return self._files_as_dataframe(table, table.file_uris())
+
+    def column_max(self, name: str, column: str):
+        """From the files' statistics when every file has one for the column (no pass over
+        the rows), else computed by Spark."""
+        actions = pa.table(self._table(name).get_add_actions(flatten=True))
+        stat = f"max.{column}"
+        if stat in actions.column_names and actions.column(stat).null_count == 0:
+            return pa.compute.max(actions.column(stat)).as_py()
+        return self.read(name).agg(F.max(column)).first()[0]
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
