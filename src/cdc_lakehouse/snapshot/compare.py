@@ -313,7 +313,7 @@ def snapshot_lines(lines: DataFrame, schema: StructType, wanted: DataFrame, spec
     key text matches are parsed; if that finds fewer lines than keys, every line's key is."""
     keys = list(spec.keys)
     key_schema = StructType([f for f in schema.fields if f.name in spec.source_keys])
-    in_line = key_text_in_line(key_schema)
+    in_line = key_text_in_line(key_schema, spec.source_keys)
     if in_line is not None:
         tokens = wanted.select(_key_text(keys).alias(TOKEN))
         # Cached, so that the join's "key is not null" is not pushed below the lookup, which
@@ -328,15 +328,15 @@ def snapshot_lines(lines: DataFrame, schema: StructType, wanted: DataFrame, spec
     return typed_rows(lines, spec, key_schema).join(pick(wanted), keys).persist()
 
 
-def key_text_in_line(key_schema: StructType) -> Column | None:
-    """The key's values as the line spells them, cut out without parsing the line (NULL-free:
-    "" when not found); None for key types whose text is not their cast to string."""
+def key_text_in_line(key_schema: StructType, source_keys: list[str]) -> Column | None:
+    """The key's values as the line spells them, in key order, cut out without parsing the line
+    ("" when not found); None for key types whose text is not their cast to string."""
     found = []
-    for f in key_schema.fields:
-        name = re.escape(json.dumps(f.name))
-        if isinstance(f.dataType, IntegralType):
+    for key in source_keys:
+        name, data_type = re.escape(json.dumps(key)), key_schema[key].dataType
+        if isinstance(data_type, IntegralType):
             found.append(F.regexp_extract(LINE, name + r'\s*:\s*(-?\d+)', 1))
-        elif isinstance(f.dataType, StringType):
+        elif isinstance(data_type, StringType):
             found.append(F.regexp_extract(LINE, name + r'\s*:\s*"([^"\\]*)"', 1))
         else:
             return None
