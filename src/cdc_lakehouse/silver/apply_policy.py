@@ -88,22 +88,22 @@ def _same_change() -> Column:
 def with_previous(changes: DataFrame) -> DataFrame:
     """The distinct changes with ``rejected`` (why a replica cannot take it) and, for applied
     ones, the op and transaction of the previous applied change of the same row."""
-    checked = distinct_changes(changes).withColumn(
+    # Partitioned by row once: both windows below partition by the row (the first by more), so
+    # neither needs a shuffle of its own.
+    checked = distinct_changes(changes.repartition(*ROW_ID)).withColumn(
         "rejected", rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"))
     )
     applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
-    in_order = Window.partitionBy(*ROW_ID).orderBy("sequence", "txn_id")
-    chained = (
-        checked.filter(applied)
-        .withColumn("previous_op", F.lag("op").over(in_order))
-        .withColumn("previous_txn_id", F.lag("txn_id").over(in_order))
+    # The last applied change before this one, in one pass: the others are skipped as NULLs.
+    mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id")))
+    before = Window.partitionBy(*ROW_ID).orderBy("sequence", "txn_id").rowsBetween(Window.unboundedPreceding, -1)
+    previous = F.when(F.coalesce(applied, F.lit(False)), F.last(mark, ignorenulls=True).over(before))
+    return (
+        checked.withColumn("__previous", previous)
+        .withColumn("previous_op", F.col("__previous.op"))
+        .withColumn("previous_txn_id", F.col("__previous.txn_id"))
+        .drop("__previous")
     )
-    others = (
-        checked.filter(~F.coalesce(applied, F.lit(False)))
-        .withColumn("previous_op", F.lit(None).cast("string"))
-        .withColumn("previous_txn_id", F.lit(None).cast("string"))
-    )
-    return chained.unionByName(others)
 
 
 # -- what the replicas did --------------------------------------------------------------------
