@@ -248,14 +248,17 @@ def _write_history(store, target, events, state_rows, scope, spec, data, batch, 
     keys = spec.keys
     existing = scope.rows_of(store.read(target)) if store.exists(target) else None
     history = build_history(_all_events(events, existing, state_rows, keys, data), keys, data, spec.tracked_columns(data))
-    if existing is not None:
-        gone = existing.select(*keys, START_AT).join(history.select(*keys, START_AT), [*keys, START_AT], "left_anti")
-        history = history.withColumn(DELETE, F.lit(False)).unionByName(
-            gone.withColumn(DELETE, F.lit(True)), allowMissingColumns=True
-        )
-    else:
-        history = history.withColumn(DELETE, F.lit(False))
-    store.upsert(target, history, UpsertSpec(tuple(keys), DELETE, (START_AT,)), batch.commit(), **table_opts)
+    # Cached: the versions are written and also looked up for the stored ones they replace,
+    # and each use would fold the events again (windows and a grouping per key).
+    history = history.persist()
+    try:
+        changes = history.withColumn(DELETE, F.lit(False))
+        if existing is not None:
+            gone = existing.select(*keys, START_AT).join(history.select(*keys, START_AT), [*keys, START_AT], "left_anti")
+            changes = changes.unionByName(gone.withColumn(DELETE, F.lit(True)), allowMissingColumns=True)
+        store.upsert(target, changes, UpsertSpec(tuple(keys), DELETE, (START_AT,)), batch.commit(), **table_opts)
+    finally:
+        history.unpersist()
 
 
 def _all_events(events, existing, state, keys, data) -> DataFrame:

@@ -6,6 +6,8 @@ and arrays stay JSON text. A column seen only as NULL is STRING.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -26,12 +28,39 @@ def _column_type(t: DataType) -> DataType:
     return StringType()
 
 
+_RECENT = 4  # inferences remembered, for the next reader of the same rows
+
+
+@dataclass(frozen=True)
+class _Inferred:
+    images: DataFrame
+    columns: tuple
+    schema: StructType
+
+
+_inferred: list[_Inferred] = []
+
+
 def infer_row_schema(images: DataFrame, column: str = "row", also: str | None = None) -> StructType:
     """The schema of the JSON objects in ``column``, in the column order of the first image.
 
     ``also`` names a second column of JSON objects (a change's key) whose values count for the
     types too, so that a value taken from it always fits its column; its fields that no image
-    has come last, sorted."""
+    has come last, sorted.
+
+    A replica's SCD1 and SCD2 flows type the same rows: each evaluates the typed view (which
+    records what it read) before the runtime hands it the first reader's rows, so the second
+    gets the first's schema instead of a second pass over the images."""
+    for seen in _inferred:
+        same_session = seen.images.sparkSession is images.sparkSession
+        if same_session and seen.columns == (column, also) and seen.images.sameSemantics(images):
+            return seen.schema
+    schema = _inferred_schema(images, column, also)
+    _inferred[:] = [*_inferred[-(_RECENT - 1):], _Inferred(images, (column, also), schema)]
+    return schema
+
+
+def _inferred_schema(images: DataFrame, column: str, also: str | None) -> StructType:
     # One job for both: the first image's keys and the types of every value. The keys are taken
     # before the explode: an expression beside a generator runs once per generated row.
     with_keys = images.select(F.json_object_keys(column).alias("__keys"), column, *([also] if also else []))
