@@ -5,9 +5,10 @@ Two passes over the snapshot:
 1. *Narrow compare.* Spark's JSON reader parses each snapshot row with the replica's column
    types (several times faster than ``from_json`` on the lines: it parses bytes, not decoded
    text); the flow's column filters run (so a hashed e-mail compares with a hashed e-mail), and
-   each row is reduced to its key columns plus a 128-bit digest of its other values. Grouping by
-   key counts rows and finds duplicate keys; a full outer join with the replica's (key, digest)
-   gives the op of every key that differs (``cdc.snapshot.diff_ops``). Only keys and digests are
+   each row is reduced to its key columns plus a 128-bit digest of its other values. A full
+   outer join with the replica's (key, digest) gives the op of every key that differs
+   (``cdc.snapshot.diff_ops``); a window over the join's shuffle by key counts the rows of each
+   key as the join runs, to find keyless rows and duplicate keys. Only keys and digests are
    shuffled. A line that is no JSON object is caught first, from the text.
 2. *Rows of the difference.* Only for the keys that differ are full rows fetched: the snapshot
    line (the source's own JSON) for INSERT/UPDATE, the replica row for UPDATE/DELETE. The lines
@@ -30,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
@@ -40,7 +41,7 @@ from cdc_lakehouse.silver import keys as canonical_keys
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.net_change import changed_columns
 
-LINE, KEY, N, D1, D2, TOKEN = "__line", "__key", "__n", "__d1", "__d2", "__token"
+LINE, KEY, N, RN, D1, D2, TOKEN = "__line", "__key", "__n", "__rn", "__d1", "__d2", "__token"
 BROADCAST_LIMIT = 2_000_000  # differing keys up to which the difference is broadcast
 
 
@@ -207,27 +208,58 @@ def replica_digests(replica: DataFrame, columns: list[str], keys: list[str]) -> 
     return with_digest(replica.withColumns(missing), columns).select(*keys, D1, D2)
 
 
-def group_by_key(narrow: DataFrame, keys: list[str]) -> DataFrame:
-    """One row per key with its row count; a duplicated key keeps one digest, but is reported."""
-    return narrow.groupBy(*keys).agg(F.count(F.lit(1)).alias(N), F.max(D1).alias(D1), F.max(D2).alias(D2))
+def _keyless(keys: list[str]) -> Column:
+    keyless = F.lit(False)
+    for k in keys:
+        keyless = keyless | F.col(k).isNull()
+    return keyless
 
 
 def key_checks(grouped: DataFrame, keys: list[str], counts: Counts) -> None:
     """Rows, rows without a (parseable) key, duplicate keys and a few examples: one pass."""
-    keyless = F.lit(False)
-    for k in keys:
-        keyless = keyless | F.col(k).isNull()
+    keyless = _keyless(keys)
     row = grouped.agg(
         F.sum(N).alias("rows"),
         F.sum(F.when(keyless, F.col(N)).otherwise(0)).alias("keyless"),
         F.sum(F.when(~keyless & (F.col(N) > 1), 1).otherwise(0)).alias("dups"),
     ).first()
-    counts.snapshot_rows, counts.keyless_rows, counts.duplicate_keys = int(row["rows"] or 0), int(row["keyless"] or 0), int(row["dups"] or 0)
+    _record_key_checks(counts, row["rows"], row["keyless"], row["dups"])
     if counts.duplicate_keys:
-        examples = grouped.filter(~keyless & (F.col(N) > 1)).orderBy(F.col(N).desc(), *keys).limit(3)
-        counts.duplicate_examples = [
-            {**{("key" if k == KEY else k): r[k] for k in keys}, "rows": r[N]} for r in examples.select(*keys, N).collect()
-        ]
+        _record_examples(grouped.filter(~keyless & (F.col(N) > 1)), keys, counts)
+
+
+def _record_key_checks(counts: Counts, rows, keyless, dups) -> None:
+    counts.snapshot_rows, counts.keyless_rows, counts.duplicate_keys = int(rows or 0), int(keyless or 0), int(dups or 0)
+
+
+def _record_examples(duplicated: DataFrame, keys: list[str], counts: Counts) -> None:
+    examples = duplicated.orderBy(F.col(N).desc(), *keys).limit(3)
+    counts.duplicate_examples = [
+        {**{("key" if k == KEY else k): r[k] for k in keys}, "rows": r[N]} for r in examples.select(*keys, N).collect()
+    ]
+
+
+def counted_by_key(narrow: DataFrame, keys: list[str]) -> DataFrame:
+    """``narrow`` with its key's row count (``N``) and its place among them (``RN``). A window,
+    not a grouping: its shuffle by key and its sort are the ones the join with the replica
+    needs, so the snapshot is shuffled once and no table of every key is built."""
+    per_key = Window.partitionBy(*keys).orderBy(*keys)  # all rows of a key are peers: N counts them all
+    return narrow.withColumn(N, F.count(F.lit(1)).over(per_key)).withColumn(RN, F.row_number().over(per_key))
+
+
+def observed_key_checks(counted: DataFrame, keys: list[str]) -> tuple[DataFrame, Observation]:
+    """``counted`` reporting, to the observation, its rows, keyless rows and duplicate keys as
+    the first action that reads it runs: the checks cost no pass of their own."""
+    observation = Observation("snapshot key checks")
+    observed = counted.observe(
+        observation, F.count(F.lit(1)).alias("rows"), F.sum(F.when(_keyless(keys), 1).otherwise(0)).alias("keyless"),
+        F.sum(F.when(_first_of_duplicate(keys), 1).otherwise(0)).alias("dups"),
+    )
+    return observed, observation
+
+
+def _first_of_duplicate(keys: list[str]) -> Column:
+    return ~_keyless(keys) & (F.col(N) > 1) & (F.col(RN) == 1)
 
 
 def superseded_keys(ops: DataFrame, state: DataFrame | None, keys: list[str], sequence: Column, small: bool) -> DataFrame:
@@ -245,20 +277,23 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
     (the difference) and read by several steps."""
     keys = list(spec.keys)
     columns = compared_columns(typed, spec)
-    grouped = group_by_key(with_digest(typed, columns).select(*keys, D1, D2), keys).persist()
-    key_checks(grouped, keys, counts)
-    if counts.keyless_rows or counts.duplicate_keys:
-        grouped.unpersist()
-        return None
-    ops = diff_ops(grouped.select(*keys, D1, D2), replica_digests(replica, columns, keys), keys).persist()
+    counted = counted_by_key(with_digest(typed, columns).select(*keys, D1, D2), keys)
+    observed, checks = observed_key_checks(counted, keys)
+    ops = diff_ops(observed.select(*keys, D1, D2), replica_digests(replica, columns, keys), keys).persist()
     raw = {r[OP]: r["n"] for r in ops.groupBy(OP).agg(F.count(F.lit(1)).alias("n")).collect()}
+    found = checks.get
+    _record_key_checks(counts, found["rows"], found["keyless"], found["dups"])
+    if counts.keyless_rows or counts.duplicate_keys:
+        if counts.duplicate_keys:
+            _record_examples(counted.filter(_first_of_duplicate(keys)), keys, counts)
+        ops.unpersist()
+        return None
     small = sum(raw.values()) <= BROADCAST_LIMIT
     late = superseded_keys(ops, state, keys, sequence, small).withColumn("__late", F.lit(True))
     marked = ops.join(F.broadcast(late) if small else late, keys, "left").persist()
     by_op = marked.groupBy(OP, F.col("__late").isNotNull().alias("late")).count().collect()
     counts.ops = {r[OP]: r["count"] for r in by_op if not r["late"]}
     counts.superseded = {r[OP]: r["count"] for r in by_op if r["late"]}
-    grouped.unpersist()
     ops.unpersist()
     return marked.filter(F.col("__late").isNull()).drop("__late")
 
