@@ -103,14 +103,17 @@ def test_column_filters_apply_before_comparing(spark, tmp_path):
                          spark.createDataFrame([('{"product_id":"2"}', ["price"])], "key string, changed_columns array<string>"))
 
 
-@pytest.mark.parametrize("with_replica, example", [
-    (False, """{'key': '{"product_id":"2"}', 'rows': 2}"""), (True, "{'product_id': 2, 'rows': 2}"),
-], ids=["first snapshot", "against a replica"])
-def test_duplicate_keys_quarantine_the_snapshot(spark, tmp_path, onboarding, with_replica, example):
+@pytest.mark.parametrize("replica, second, example", [
+    (None, product(2, "b?", 2.1), """{'key': '{"product_id":"2"}', 'rows': 2}"""),
+    ([(1, "a", 1.0)], product(2, "b?", 2.1), "{'product_id': 2, 'rows': 2}"),
+    # Both rows equal the replica's, and nothing else differs: the difference alone is empty.
+    ([(1, "a", 1.0), (2, "b", 2.0), (3, "c", 3.0)], product(2, "b", 2.0), "{'product_id': 2, 'rows': 2}"),
+], ids=["first snapshot", "against a replica", "repeating a replica row"])
+def test_duplicate_keys_quarantine_the_snapshot(spark, tmp_path, onboarding, replica, second, example):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
-    if with_replica:
-        make_replica(spark, lake, [(1, "a", 1.0)])
-    write_snapshot(landing, "dup", [product(1, "a", 1.0), product(2, "b", 2.0), product(2, "b?", 2.1), product(3, "c", 3.0)])
+    if replica:
+        make_replica(spark, lake, replica)
+    write_snapshot(landing, "dup", [product(1, "a", 1.0), product(2, "b", 2.0), second, product(3, "c", 3.0)])
     [outcome] = reconcile(spark, landing, lake, onboarding)
     assert outcome.status == "quarantined"
     assert outcome.reason == (f"duplicate keys: 1 key(s) occur in more than one row, e.g. [{example}]; "
@@ -118,6 +121,16 @@ def test_duplicate_keys_quarantine_the_snapshot(spark, tmp_path, onboarding, wit
     assert status_of(landing, "dup")["status"] == "quarantined"
     assert not (landing / "shop/corrections/shop.products/dup.jsonl").exists()
     assert reconcile(spark, landing, lake, onboarding) == []  # recorded: not compared again
+
+
+def test_a_snapshot_equal_to_the_replica_corrects_nothing(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", None)])
+    write_snapshot(landing, "same", [product(2, "b", None), product(1, "a", 1.0)], parts=2)
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert (outcome.status, outcome.counts) == ("reconciled", {
+        "snapshot_rows": 2, "replica_rows": 2, "inserts": 0, "updates": 0, "deletes": 0, "unchanged": 2, "superseded": 0})
+    assert corrections_of(spark, landing, "same").count() == 0
 
 
 def test_incomplete_manifest_is_not_read(spark, tmp_path, onboarding):

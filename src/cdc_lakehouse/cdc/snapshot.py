@@ -7,7 +7,7 @@ AUTO CDC batch, sequenced by the snapshot version.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.cdc import apply as cdc_apply
@@ -32,24 +32,32 @@ def snapshot_changes(snapshot: DataFrame, current: DataFrame | None, keys: list[
     )
 
 
-def diff_ops(snapshot: DataFrame, current: DataFrame, keys: list[str]) -> DataFrame:
+def diff_ops(snapshot: DataFrame, current: DataFrame, keys: list[str], carried: tuple[str, ...] = (),
+             kept: Column | None = None) -> DataFrame:
     """The key columns and ``__snapshot_op`` (INSERT, UPDATE or DELETE) of every key whose row
     differs between ``snapshot`` and ``current``; identical keys are left out.
 
     Only the columns of ``snapshot`` are compared, so callers that pass narrow frames (keys plus a
     digest of the values) shuffle a few bytes per row instead of whole rows (snapshot reconcile).
+    ``carried`` snapshot columns are not compared but passed through, and rows for which
+    ``kept`` (on the snapshot's side, ``s.<column>``) holds are kept even when identical.
     """
-    joined, in_snap, in_target, differs = _compare(snapshot, current, keys)
+    joined, in_snap, in_target, differs = _compare(snapshot, current, keys, carried)
     op = F.when(~in_target, F.lit("INSERT")).when(~in_snap, F.lit("DELETE")).otherwise(F.lit("UPDATE"))
-    return joined.filter(~in_target | ~in_snap | differs).select(
-        *[F.coalesce(F.col(f"s.{k}"), F.col(f"t.{k}")).alias(k) for k in keys], op.alias(OP)
+    wanted = ~in_target | ~in_snap | differs
+    if kept is not None:
+        wanted = wanted | F.coalesce(kept, F.lit(False))
+    return joined.filter(wanted).select(
+        *[F.coalesce(F.col(f"s.{k}"), F.col(f"t.{k}")).alias(k) for k in keys], op.alias(OP),
+        *[F.col(f"s.{c}").alias(c) for c in carried],
     )
 
 
-def _compare(snapshot: DataFrame, current: DataFrame, keys: list[str]):
+def _compare(snapshot: DataFrame, current: DataFrame, keys: list[str], carried: tuple[str, ...] = ()):
     """Full outer join by key; presence on each side and whether a non-key value differs."""
-    values = [c for c in snapshot.columns if c not in keys]
-    s, t = snapshot.alias("s"), current.select(*snapshot.columns).alias("t")
+    compared = [c for c in snapshot.columns if c not in carried]
+    values = [c for c in compared if c not in keys]
+    s, t = snapshot.alias("s"), current.select(*compared).alias("t")
     joined = s.join(t, [F.col(f"s.{k}") == F.col(f"t.{k}") for k in keys], "full_outer")
     in_snap = F.col(f"s.{keys[0]}").isNotNull()
     in_target = F.col(f"t.{keys[0]}").isNotNull()

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, Observation, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
@@ -223,13 +223,10 @@ def key_checks(grouped: DataFrame, keys: list[str], counts: Counts) -> None:
         F.sum(F.when(keyless, F.col(N)).otherwise(0)).alias("keyless"),
         F.sum(F.when(~keyless & (F.col(N) > 1), 1).otherwise(0)).alias("dups"),
     ).first()
-    _record_key_checks(counts, row["rows"], row["keyless"], row["dups"])
+    counts.snapshot_rows, counts.keyless_rows = int(row["rows"] or 0), int(row["keyless"] or 0)
+    counts.duplicate_keys = int(row["dups"] or 0)
     if counts.duplicate_keys:
         _record_examples(grouped.filter(~keyless & (F.col(N) > 1)), keys, counts)
-
-
-def _record_key_checks(counts: Counts, rows, keyless, dups) -> None:
-    counts.snapshot_rows, counts.keyless_rows, counts.duplicate_keys = int(rows or 0), int(keyless or 0), int(dups or 0)
 
 
 def _record_examples(duplicated: DataFrame, keys: list[str], counts: Counts) -> None:
@@ -247,17 +244,6 @@ def counted_by_key(narrow: DataFrame, keys: list[str]) -> DataFrame:
     return narrow.withColumn(N, F.count(F.lit(1)).over(per_key)).withColumn(RN, F.row_number().over(per_key))
 
 
-def observed_key_checks(counted: DataFrame, keys: list[str]) -> tuple[DataFrame, Observation]:
-    """``counted`` reporting, to the observation, its rows, keyless rows and duplicate keys as
-    the first action that reads it runs: the checks cost no pass of their own."""
-    observation = Observation("snapshot key checks")
-    observed = counted.observe(
-        observation, F.count(F.lit(1)).alias("rows"), F.sum(F.when(_keyless(keys), 1).otherwise(0)).alias("keyless"),
-        F.sum(F.when(_first_of_duplicate(keys), 1).otherwise(0)).alias("dups"),
-    )
-    return observed, observation
-
-
 def _first_of_duplicate(keys: list[str]) -> Column:
     return ~_keyless(keys) & (F.col(N) > 1) & (F.col(RN) == 1)
 
@@ -273,21 +259,26 @@ def superseded_keys(ops: DataFrame, state: DataFrame | None, keys: list[str], se
 def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec: TableSpec,
             sequence: Column, counts: Counts) -> DataFrame | None:
     """The ops (key columns + ``__snapshot_op``) of the keys to correct; None when the snapshot
-    has keyless rows or duplicate keys (see ``counts``). The result is persisted: it is small
-    (the difference) and read by several steps."""
+    has keyless rows or duplicate keys (see ``counts``; its rows are counted before, from the
+    lines). The result is persisted: it is small (the difference) and read by several steps."""
     keys = list(spec.keys)
     columns = compared_columns(typed, spec)
     counted = counted_by_key(with_digest(typed, columns).select(*keys, D1, D2), keys)
-    observed, checks = observed_key_checks(counted, keys)
-    ops = diff_ops(observed.select(*keys, D1, D2), replica_digests(replica, columns, keys), keys).persist()
-    raw = {r[OP]: r["n"] for r in ops.groupBy(OP).agg(F.count(F.lit(1)).alias("n")).collect()}
-    found = checks.get
-    _record_key_checks(counts, found["rows"], found["keyless"], found["dups"])
+    # Keyless rows (no key: never matched, so always kept) and every row of a duplicated key are
+    # kept in the result, so one pass over it counts them with the ops.
+    ops = diff_ops(counted, replica_digests(replica, columns, keys), keys, (N, RN), F.col(f"s.{N}") > 1).persist()
+    keyless = F.col(N).isNotNull() & _keyless(keys)
+    found = ops.groupBy(OP, keyless.alias("keyless"), _first_of_duplicate(keys).alias("first_dup")).count().collect()
+    counts.keyless_rows = sum(r["count"] for r in found if r["keyless"])
+    counts.duplicate_keys = sum(r["count"] for r in found if r["first_dup"])
     if counts.keyless_rows or counts.duplicate_keys:
         if counts.duplicate_keys:
-            _record_examples(counted.filter(_first_of_duplicate(keys)), keys, counts)
+            _record_examples(ops.filter(_first_of_duplicate(keys)), keys, counts)
         ops.unpersist()
         return None
+    raw = {}
+    for r in found:
+        raw[r[OP]] = raw.get(r[OP], 0) + r["count"]
     small = sum(raw.values()) <= BROADCAST_LIMIT
     late = superseded_keys(ops, state, keys, sequence, small).withColumn("__late", F.lit(True))
     marked = ops.join(F.broadcast(late) if small else late, keys, "left").persist()
@@ -295,7 +286,7 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
     counts.ops = {r[OP]: r["count"] for r in by_op if not r["late"]}
     counts.superseded = {r[OP]: r["count"] for r in by_op if r["late"]}
     ops.unpersist()
-    return marked.filter(F.col("__late").isNull()).drop("__late")
+    return marked.filter(F.col("__late").isNull()).drop("__late", N, RN)
 
 
 # -- pass 2: rows of the difference ------------------------------------------------------
