@@ -9,14 +9,12 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.silver import binlog_transactions as bt
 
 
-def change_counts(changes: DataFrame, txn_ids: DataFrame) -> DataFrame:
-    """Tables touched and net rows changed per transaction of ``txn_ids`` (a re-emitted change
-    counts once)."""
-    # Only the listed transactions' changes are counted: the change stream also holds snapshot
-    # corrections (a seed is every row of a table), which no transaction row will ever claim.
-    # Their ids are broadcast so the change stream is filtered as it is scanned (not shuffled),
-    # and not scanned at all when there are none.
-    theirs = changes.join(F.broadcast(txn_ids.select("txn_id")), "txn_id", "left_semi")
+def change_counts(changes: DataFrame) -> DataFrame:
+    """Tables touched and net rows changed per transaction (a re-emitted change counts once)."""
+    # Snapshot corrections are no transaction of the source (a seed is every row of a table):
+    # left out where the change stream is read. Parquet statistics skip their files whole, so
+    # they are not even scanned.
+    theirs = changes.filter((F.col("origin") != "snapshot") | F.col("origin").isNull())
     unique = theirs.dropDuplicates(["txn_id", "schema", "table", "key"]).filter(F.col("op") != "NONE")
     return unique.groupBy("txn_id").agg(
         F.array_sort(F.collect_set(F.concat_ws(".", "schema", "table"))).alias("tables"),
@@ -29,7 +27,7 @@ def change_counts(changes: DataFrame, txn_ids: DataFrame) -> DataFrame:
 
 def binlog_transactions_table(events: DataFrame, sessions: DataFrame, changes: DataFrame) -> DataFrame:
     txns = bt.transactions(bt.distinct_events(events), sessions)
-    return txns.join(change_counts(changes, txns), "txn_id", "left").select(
+    return txns.join(change_counts(changes), "txn_id", "left").select(
         F.col("_source").alias("source"),
         "txn_id",
         "status",
@@ -63,8 +61,7 @@ def shadow_transactions_table(source: str, txns: DataFrame, changes: DataFrame, 
         F.lit(None).cast("string").alias("user"), F.lit(None).cast("string").alias("role"),
         F.lit(None).cast("string").alias("client"), F.lit(None).cast("string").alias("application"),
     )
-    listed = recorded.unionByName(held)
-    all_txns = listed.join(first_ops, "txn_id", "left").join(change_counts(silver_changes, listed), "txn_id", "left")
+    all_txns = recorded.unionByName(held).join(first_ops, "txn_id", "left").join(change_counts(silver_changes), "txn_id", "left")
     return all_txns.select(
         F.lit(source).alias("source"), "txn_id", "status", "commit_ts", "begin_ts",
         F.lit(None).cast("struct<file:string,pos:long>").alias("position"),

@@ -267,7 +267,7 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
     # Keyless rows (no key: never matched, so always kept) and every row of a duplicated key are
     # kept in the result, so one pass over it counts them with the ops.
     ops = diff_ops(counted, replica_digests(replica, columns, keys), keys, (N, RN), F.col(f"s.{N}") > 1).persist()
-    keyless = F.col(N).isNotNull() & _keyless(keys)
+    keyless = F.col(N).isNotNull() & _keyless(keys)  # N: a snapshot row (a DELETE has none)
     found = ops.groupBy(OP, keyless.alias("keyless"), _first_of_duplicate(keys).alias("first_dup")).count().collect()
     counts.keyless_rows = sum(r["count"] for r in found if r["keyless"])
     counts.duplicate_keys = sum(r["count"] for r in found if r["first_dup"])
@@ -276,10 +276,7 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
             _record_examples(ops.filter(_first_of_duplicate(keys)), keys, counts)
         ops.unpersist()
         return None
-    raw = {}
-    for r in found:
-        raw[r[OP]] = raw.get(r[OP], 0) + r["count"]
-    small = sum(raw.values()) <= BROADCAST_LIMIT
+    small = sum(r["count"] for r in found) <= BROADCAST_LIMIT
     late = superseded_keys(ops, state, keys, sequence, small).withColumn("__late", F.lit(True))
     marked = ops.join(F.broadcast(late) if small else late, keys, "left").persist()
     by_op = marked.groupBy(OP, F.col("__late").isNotNull().alias("late")).count().collect()
