@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import binlog_transactions as bt
+from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
 
 
 def change_counts(changes: DataFrame) -> DataFrame:
@@ -14,7 +15,7 @@ def change_counts(changes: DataFrame) -> DataFrame:
     # Snapshot corrections are no transaction of the source (a seed is every row of a table):
     # left out where the change stream is read. Parquet statistics skip their files whole, so
     # they are not even scanned.
-    theirs = changes.filter((F.col("origin") != "snapshot") | F.col("origin").isNull())
+    theirs = changes.filter((F.col("origin") != SNAPSHOT_ORIGIN) | F.col("origin").isNull())
     unique = theirs.dropDuplicates(["txn_id", "schema", "table", "key"]).filter(F.col("op") != "NONE")
     return unique.groupBy("txn_id").agg(
         F.array_sort(F.collect_set(F.concat_ws(".", "schema", "table"))).alias("tables"),

@@ -19,9 +19,8 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.snapshot.ledger import publish_file
 from cdc_lakehouse.snapshot.sequence import Sequence, txn_id
-from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, READ_OPTIONS, TIMESTAMP_FORMAT
+from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, ORIGIN, READ_OPTIONS, TIMESTAMP_FORMAT
 
-ORIGIN = "snapshot"
 USER = ROLE = "snapshot"
 
 

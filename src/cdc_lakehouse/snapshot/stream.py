@@ -7,6 +7,7 @@ pipeline lacks (no delta-rs, no capture code).
 from __future__ import annotations
 
 CORRECTIONS = "corrections"
+ORIGIN = "snapshot"  # the change stream's ``origin`` of a correction
 CHANGE_STREAM_SCHEMA = (
     "source string, schema string, table string, key string, op string, row string, before string, "
     "changed_columns array<string>, anomalies array<string>, op_count bigint, txn_id string, "
