@@ -107,6 +107,20 @@ def arrow_batch_collected(df) -> pa.Table:
         return batch.data
 
 
+def test_a_cached_batch_is_sized_by_the_files_it_read(spark, tmp_path):
+    """A landing view kept for its second reader is a cached frame; its input files still
+    decide that it is staged, so a large one is not first collected until Spark refuses it."""
+    df = _landed(spark, tmp_path / "lines.jsonl", [{"id": i, "name": f"n{i}", "qty": i} for i in range(1000)]).persist()
+    try:
+        with arrow_batch(df, stage_above_bytes=1000) as batch:
+            assert isinstance(batch.data, pa.RecordBatchReader)
+            assert batch.num_rows == 1000
+        with arrow_batch(df.join(spark.range(5), "id")) as small:
+            assert isinstance(small.data, pa.Table)  # under the default threshold: collected
+    finally:
+        df.unpersist()
+
+
 def test_staging_removes_what_a_killed_process_left(spark):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

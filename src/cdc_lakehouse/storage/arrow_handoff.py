@@ -113,13 +113,23 @@ def stage(df: DataFrame, directory: str) -> tuple[list[str], int]:
 
 
 def _input_bytes(df: DataFrame) -> int:
-    """Bytes of the files the batch reads (0 for inputs that are not files)."""
-    total = 0
-    for uri in df.inputFiles():
-        path = uri.removeprefix("file:")
-        if os.path.isfile(path):
-            total += os.path.getsize(path)
-    return total
+    """Bytes of the files the batch reads (0 for inputs that are not files).
+
+    Taken from the analyzed plan: in the optimized one (``DataFrame.inputFiles``) a cached
+    frame, such as a landing view kept for its second reader, hides its files, and a batch of
+    a gigabyte was then collected until Spark refused it, and computed again to be staged."""
+    leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+    files = set()
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        if leaf.getClass().getSimpleName() == "LogicalRelation" and _is_file_relation(leaf.relation()):
+            files.update(leaf.relation().inputFiles())
+    paths = (uri.removeprefix("file:") for uri in files)
+    return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+
+
+def _is_file_relation(relation) -> bool:
+    return relation.getClass().getSimpleName() == "HadoopFsRelation"
 
 
 def _nullable(data: pa.Table) -> pa.Table:
