@@ -15,13 +15,12 @@ def operations(row_events: DataFrame) -> DataFrame:
     exploded = row_events.select(
         *TXN_COLUMNS, "schema", "table", "primary_key", "lsn",
         F.upper(F.substring("type", 1, 1)).alias("op"),
-        F.posexplode(F.from_json("rows", "array<string>")).alias("row_index", "image"),
+        # One parse gives both images of every row; a row that is no object has neither.
+        F.posexplode(F.from_json("rows", "array<struct<before:string,after:string>>")).alias("row_index", "image"),
     )
     # Each step in a projection of its own: the images and their maps are read several times
     # below, and Spark evaluates an expression again wherever a projection repeats it.
-    images = exploded.select(
-        "*", F.get_json_object("image", "$.before").alias("__before"), F.get_json_object("image", "$.after").alias("__after")
-    )
+    images = exploded.select("*", F.col("image.before").alias("__before"), F.col("image.after").alias("__after"))
     op, before, after = F.col("op"), F.col("__before"), F.col("__after")
     maps = images.select(
         "*",
