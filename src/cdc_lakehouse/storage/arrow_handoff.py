@@ -122,14 +122,13 @@ def _input_bytes(df: DataFrame) -> int:
     files = set()
     for i in range(leaves.size()):
         leaf = leaves.apply(i)
-        if leaf.getClass().getSimpleName() == "LogicalRelation" and _is_file_relation(leaf.relation()):
-            files.update(leaf.relation().inputFiles())
+        if leaf.getClass().getSimpleName() != "LogicalRelation":
+            continue
+        relation = leaf.relation()
+        if relation.getClass().getSimpleName() == "HadoopFsRelation":
+            files.update(relation.inputFiles())
     paths = (uri.removeprefix("file:") for uri in files)
     return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
-
-
-def _is_file_relation(relation) -> bool:
-    return relation.getClass().getSimpleName() == "HadoopFsRelation"
 
 
 def _nullable(data: pa.Table) -> pa.Table:
