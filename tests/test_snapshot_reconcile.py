@@ -259,6 +259,20 @@ def test_diff_is_a_dry_run_that_prints_the_counts(spark, tmp_path, onboarding, c
     assert not (landing / "shop" / "corrections").exists()
 
 
+def test_diff_prints_each_count_beside_its_name(spark, tmp_path, onboarding, capsys):
+    """The table a user reads (no --json), piped as in a log: no header cut short, every count
+    on the line of its name."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0), (4, "d", 4.0)])
+    folder = write_snapshot(landing, "s1", [product(1, "a", 1.5), product(3, "c", 3.0)])
+    assert main(["snapshot", "diff", "--lake", str(lake), "--table", "silver.shop_products",
+                 "--snapshot", str(folder), "--config", str(onboarding)]) == 0
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines()]
+    shown = {row[0]: row[1] for row in cells if len(row) == 2}
+    assert {k: shown.get(k) for k in ("status", "inserts", "updates", "deletes", "unchanged")} == {
+        "status": "dry_run", "inserts": "1", "updates": "1", "deletes": "2", "unchanged": "0"}
+
+
 def test_reconcile_command(spark, tmp_path, onboarding, capsys):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     write_snapshot(landing, "s1", [product(1, "a", 1.0)])

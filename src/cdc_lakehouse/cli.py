@@ -9,10 +9,10 @@ from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
+from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
 from cdc_lakehouse.snapshot.cli import add_housekeeping_command, add_snapshot_commands
@@ -21,12 +21,7 @@ PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline f
 PROJECT_ROOT = PACKAGE_SRC.parent
 PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
 
-console = Console(stderr=True)
-
-
-def _stdout() -> Console:
-    # Piped output (make, CI logs) would otherwise be cut to 80 columns.
-    return Console() if sys.stdout.isatty() else Console(width=200)
+console = stderr_console()
 
 
 def _spark():
@@ -94,7 +89,7 @@ def cmd_tables(args) -> int:
         table.add_column(column)
     for r in rows:
         table.add_row(r["name"], r["layer"], str(r["version"]), str(r["rows"]), r["path"])
-    _stdout().print(table)
+    stdout_console().print(table)
     return 0
 
 
@@ -112,7 +107,7 @@ def cmd_sql(args) -> int:
         table.add_column(column)
     for r in rows:
         table.add_row(*[_cell(r[c]) for c in df.columns])
-    _stdout().print(table)
+    stdout_console().print(table)
     return 0
 
 

@@ -163,15 +163,16 @@ def cmd_health(args) -> int:
         if args.json:
             print(json.dumps(result.records(), indent=2))
             return 0
-        from rich.console import Console
         from rich.table import Table
+
+        from cdc_lakehouse.console import stdout_console
 
         table = Table(title=f"{args.catalog}.{args.table or health.HEALTH_TABLE}")
         for column in result.columns:
             table.add_column(column)
         for row in result.rows:
             table.add_row(*["NULL" if v is None else str(v) for v in row])
-        Console().print(table)
+        stdout_console().print(table)
         return 0
 
     return _run(command)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
+
+from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
 
@@ -110,7 +111,7 @@ def cmd_housekeeping(args) -> int:
     try:
         check_retention(args.retention_hours, args.allow_short_retention)  # before Spark starts
     except RetentionTooShort as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        stderr_console().print(f"[red]error:[/red] {exc}")
         return 2
     options = Options(
         retention_hours=args.retention_hours, tombstone_hours=args.tombstone_hours,
@@ -122,7 +123,7 @@ def cmd_housekeeping(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        Console().print_json(json.dumps(_summary(report), default=str))
+        stdout_console().print_json(json.dumps(_summary(report), default=str))
     return 0
 
 
@@ -134,14 +135,19 @@ def _print_outcomes(rows: list[dict], as_json: bool, title: str) -> None:
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
         return
+    # One column per snapshot, one line per count: each count sits beside its name, and a
+    # terminal of 80 columns shows them all.
     table = Table(title=title)
-    for column in ("source", "table", "snapshot", "status", *COUNTS, "reason"):
-        table.add_column(column)
+    table.add_column("")
     for r in rows:
-        counts = r["counts"] or {}
-        table.add_row(r["source"], r["table"], r["snapshot_id"], r["status"],
-                      *[str(counts.get(c, "")) for c in COUNTS], r["reason"] or "")
-    Console().print(table)
+        table.add_column(f"{r['source']} {r['table']} {r['snapshot_id']}", overflow="fold")
+    lines = {"status": [r["status"] for r in rows]}
+    for count in COUNTS:
+        lines[count] = [str((r["counts"] or {}).get(count, "")) for r in rows]
+    lines["reason"] = [r["reason"] or "" for r in rows]
+    for name, values in lines.items():
+        table.add_row(name, *values)
+    stdout_console().print(table)
 
 
 def _summary(report: dict) -> dict:
