@@ -11,7 +11,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import build_parser, main
+from cdc_lakehouse.config import load_onboarding
 from cdc_lakehouse.snapshot.corrections import read_corrections
+from cdc_lakehouse.snapshot.reconcile import diff_snapshot
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
 from cdc_lakehouse.storage import DeltaRsStore
 from test_snapshot_support import T0, product, products_onboarding, reconcile, write_snapshot
@@ -271,6 +273,26 @@ def test_diff_prints_each_count_beside_its_name(spark, tmp_path, onboarding, cap
     shown = {row[0]: row[1] for row in cells if len(row) == 2}
     assert {k: shown.get(k) for k in ("status", "inserts", "updates", "deletes", "unchanged")} == {
         "status": "dry_run", "inserts": "1", "updates": "1", "deletes": "2", "unchanged": "0"}
+
+
+def test_diff_of_a_table_or_folder_that_is_not_there_is_an_error(spark, tmp_path, onboarding, capsys):
+    """A typo must not read as a first snapshot that seeds a replica with every row."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    make_replica(spark, lake, [(1, "a", 1.0)])
+    folder = write_snapshot(landing, "s1", [product(1, "a", 1.0)])
+    diff = ["snapshot", "diff", "--lake", str(lake), "--config", str(onboarding)]
+    assert main([*diff, "--table", "silver.shop_prodcts", "--snapshot", str(folder)]) == 2
+    assert "silver.shop_prodcts is neither a table of the lake nor the replica of an onboarded flow" in capsys.readouterr().err
+    assert main([*diff, "--table", "silver.shop_products", "--snapshot", str(folder.parent / "s2")]) == 2
+    assert f"no snapshot folder at {folder.parent / 's2'}" in capsys.readouterr().err
+
+
+def test_diff_against_an_onboarded_replica_not_created_yet_says_it_would_seed_it(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    folder = write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.0)])
+    outcome = diff_snapshot(spark, DeltaRsStore(spark, lake), folder, "silver.shop_products", load_onboarding(onboarding))
+    assert (outcome.status, outcome.counts["inserts"], outcome.reason) == (
+        "dry_run", 2, "silver.shop_products does not exist yet: this snapshot would seed it (every row an INSERT)")
 
 
 def test_reconcile_command(spark, tmp_path, onboarding, capsys):

@@ -252,20 +252,29 @@ def state_reached(store, spec: cmp.TableSpec, previous: dict) -> bool:
 
 def diff_snapshot(spark, store, snapshot_path, replica: str, onboarding=None, silver: str = "silver") -> Outcome:
     """Dry run of one snapshot folder against a replica table: the counts, nothing written.
-    The flow whose ``silver_table`` is ``replica`` (if any) gives keys and column filters."""
+    The flow whose ``silver_table`` is ``replica`` (if any) gives keys and column filters.
+    ``LookupError`` for a folder or a table that is not there (a typo must not read as a seed)."""
     folder = folder_of(snapshot_path)
+    if not folder.path.is_dir():
+        raise LookupError(f"no snapshot folder at {folder.path}")
     replica = replica if "." in replica else f"{silver}.{replica}"
+    flows = onboarding.flows if onboarding is not None else []
+    flow = next((f for f in flows if f"{silver}.{f.silver_table}" == replica), None)
+    seeds = not store.exists(replica)
+    if flow is None and seeds:
+        raise LookupError(f"{replica} is neither a table of the lake nor the replica of an onboarded flow")
     try:
         manifest = folder.read_manifest()
     except SnapshotNotReady as exc:
         return Outcome(folder.source, folder.table, folder.snapshot_id, WAITING, str(exc))
     except InvalidSnapshot as exc:
         return Outcome(folder.source, folder.table, folder.snapshot_id, QUARANTINED, str(exc))
-    flows = onboarding.flows if onboarding is not None else []
-    flow = next((f for f in flows if f"{silver}.{f.silver_table}" == replica), None)
     if flow is not None:
         spec, capture = cmp.TableSpec.from_flow(flow, silver), flow.capture
     else:
         spec = cmp.TableSpec(source=folder.source, table=manifest.table, keys=manifest.key, replica=replica)
         capture = None
-    return reconcile_snapshot(spark, store, spec, capture, folder, manifest, None, silver, dry_run=True)
+    outcome = reconcile_snapshot(spark, store, spec, capture, folder, manifest, None, silver, dry_run=True)
+    if seeds and outcome.status == DRY_RUN:
+        outcome.reason = f"{replica} does not exist yet: this snapshot would seed it (every row an INSERT)"
+    return outcome
