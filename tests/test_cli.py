@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
 from cdc_lakehouse.cli import main
 from lake_helpers import REPO, write_jsonl
@@ -61,3 +62,21 @@ def test_pipeline_run_on_any_folder(tmp_path, capsys):
                  "--lake", str(lake), "--conf", f"test.landing={landing}"]) == 0
     rows = _json_out(capsys, ["sql", "--lake", str(lake), "--json", "SELECT * FROM gold.revenue_by_region"])
     assert rows == [{"region": "eu", "revenue": 2.0, "orders": 1}]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["tables", "--lake", "{missing}"], "no lake at {missing}"),
+    (["sql", "--lake", "{missing}", "SELECT 1"], "no lake at {missing}"),
+    (["dashboard", "--lake", "{missing}", "--out", "{tmp}/d.html"], "no lake at {missing}"),
+    (["run", "--landing", "{missing}", "--lake", "{tmp}/lake"], "no landing folder at {missing}"),
+    (["snapshot", "reconcile", "--lake", "{tmp}/lake", "--landing", "{missing}"], "no landing folder at {missing}"),
+])
+def test_a_mistyped_folder_is_an_error_that_names_it(tmp_path, capsys, argv, said):
+    """Before, an empty table or an empty pipeline run (exit 0), or Spark's analysis error."""
+    missing = str(tmp_path / "typo")
+    fill = lambda text: text.format(missing=missing, tmp=tmp_path)  # noqa: E731
+    with pytest.raises(SystemExit) as stopped:
+        main([fill(a) for a in argv])
+    assert stopped.value.code == 2
+    assert fill(said) in capsys.readouterr().err
+    assert not (tmp_path / "lake").exists()

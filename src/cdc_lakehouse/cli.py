@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
+from cdc_lakehouse.cli_paths import lake_dir, landing_dir
 from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
@@ -129,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the project pipeline once over all new landing input")
     run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"))
-    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"))
+    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir)
     run.add_argument("--lake", default=".lake")
     run.add_argument("--full-refresh", action="store_true")
     run.set_defaults(func=cmd_run)
@@ -144,13 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     prun.set_defaults(func=cmd_pipeline_run)
 
     tables = sub.add_parser("tables", help="list the lake's tables")
-    tables.add_argument("--lake", default=".lake")
+    tables.add_argument("--lake", default=".lake", type=lake_dir)
     tables.add_argument("--json", action="store_true")
     tables.set_defaults(func=cmd_tables)
 
     sql = sub.add_parser("sql", help="Spark SQL with every table registered under its name")
     sql.add_argument("query")
-    sql.add_argument("--lake", default=".lake")
+    sql.add_argument("--lake", default=".lake", type=lake_dir)
     sql.add_argument("--json", action="store_true")
     sql.add_argument("--limit", type=int, default=1000)
     sql.set_defaults(func=cmd_sql)

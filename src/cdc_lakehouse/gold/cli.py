@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cdc_lakehouse.cli_paths import lake_dir
+
 # In a checkout (or an editable install) the dashboard file sits next to the package.
 DASHBOARD_FILE = Path(__file__).resolve().parents[2] / "dashboards" / "cdc_lakehouse.lvdash.json"
 
@@ -15,7 +17,7 @@ DASHBOARD_FILE = Path(__file__).resolve().parents[2] / "dashboards" / "cdc_lakeh
 def add_dashboard_command(subparsers) -> None:
     dashboard = subparsers.add_parser(
         "dashboard", help="render the Lakeview dashboard's queries on a local lake as an HTML page with charts")
-    dashboard.add_argument("--lake", default=".lake")
+    dashboard.add_argument("--lake", default=".lake", type=lake_dir)
     dashboard.add_argument("--out", required=True, help="HTML file to write")
     dashboard.add_argument("--dashboard", default=str(DASHBOARD_FILE), help="the .lvdash.json file")
     dashboard.set_defaults(func=cmd_dashboard)

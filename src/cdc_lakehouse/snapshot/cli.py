@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from cdc_lakehouse.cli_paths import landing_dir
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -25,7 +26,7 @@ def add_snapshot_commands(subparsers) -> None:
     )
     _where(reconcile)
     _onboarding(reconcile)
-    reconcile.add_argument("--landing", required=True, help="landing root (<landing>/<source>/snapshot/...)")
+    reconcile.add_argument("--landing", required=True, type=landing_dir, help="landing root (<landing>/<source>/snapshot/...)")
     reconcile.add_argument("--json", action="store_true")
     reconcile.set_defaults(func=cmd_reconcile)
 
@@ -46,7 +47,7 @@ def add_housekeeping_command(subparsers) -> None:
     )
     _where(hk)
     _onboarding(hk)
-    hk.add_argument("--landing", required=True)
+    hk.add_argument("--landing", required=True, type=landing_dir)
     hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
     hk.add_argument("--tombstone-hours", type=float, help="expire tombstones older than this (default: retention)")
     hk.add_argument("--archive-after-hours", type=float,
@@ -134,6 +135,9 @@ COUNTS = ("snapshot_rows", "replica_rows", "inserts", "updates", "deletes", "unc
 def _print_outcomes(rows: list[dict], as_json: bool, title: str) -> None:
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        stdout_console().print(f"{title}: no snapshot folders found")
         return
     # One column per snapshot, one line per count: each count sits beside its name, and a
     # terminal of 80 columns shows them all.
