@@ -40,6 +40,9 @@ INTERNAL = ["__op", "__sequence", "__commit_ts", "__txn_id"]
 STATUSES = ["new", "paid", "shipped", "delivered", "cancelled"]
 CHANNELS = ["web", "app", "store", "phone"]
 CHUNK = 1_000_000
+METHODS = ("auto_cdc", "merge")  # the project's AUTO CDC step; the bare delta-rs MERGE
+DISTS = ("uniform", "recent")  # how existing keys are drawn (see the module docstring)
+SCD_TYPES = (1, 2)
 
 
 def _arrow():
@@ -244,7 +247,7 @@ def worker_apply(params: dict) -> dict:
 
 # -- orchestration -----------------------------------------------------------------------------
 def run(work: Path, sizes=(100_000, 10_000_000), n_changes: int = 10_000, scd_types=(1,), dists=("uniform",),
-        methods=("auto_cdc", "merge"), seed: int = 7, file_rows: int | None = None, log=print) -> dict:
+        methods=METHODS, seed: int = 7, file_rows: int | None = None, log=print) -> dict:
     work = Path(work)
     out: dict = {"changes": n_changes, "file_rows": file_rows, "runs": []}
     for scd in scd_types:

@@ -9,29 +9,87 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench import measure
+from bench.apply_scaling import DISTS, METHODS, SCD_TYPES
+from bench.workload import FORMS, TABLES
 
 DEFAULT_WORK = Path("/tmp/cdc-lakehouse-bench")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(float(x)) for x in text.split(",") if x)
-
-
+# The argparse types below reject bad values before any work starts (exit 2, one line naming
+# the value), rather than after a benchmark that ran for an hour, or silently measuring a default.
 def _words(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _sizes(text: str) -> tuple[int, ...]:
+    """A non-empty comma list of positive integers (``1e6`` allowed)."""
+    try:
+        sizes = tuple(int(float(x)) for x in _words(text))
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"need a non-empty comma list of positive integers, got {text!r}")
+    return sizes
+
+
+def _list_of(known, convert=str):
+    """The type of a non-empty comma list of ``known`` values."""
+    names = [str(k) for k in known]
+
+    def parse(text: str) -> tuple:
+        words = _words(text)
+        bad = [w for w in words if w not in names]
+        if bad or not words:
+            what = f"unknown {', '.join(bad)}" if bad else "empty list"
+            raise argparse.ArgumentTypeError(f"{what} in {text!r}; known: {', '.join(names)}")
+        return tuple(convert(w) for w in words)
+    return parse
+
+
+def _input_file(text: str) -> Path:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return Path(text)
+
+
+def _output_file(text: str) -> Path:
+    """A file to write: not a folder, and its folder exists or can be created under a writable one."""
+    path = Path(text)
+    folder = next(p for p in path.absolute().parents if p.exists())
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is not a writable folder")
+    return path
+
+
+def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    path.write_text(text + "\n")
     print(f"wrote {path}")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    _write(path, json.dumps(data, indent=2, default=str))
+
+
+# phase -> whether it succeeded (the baseline is a comparison, not a failure of ours)
+PHASE_OK = {"throughput": lambda r: r["pipeline"].get("ok"),
+            "apply_scaling": lambda r: all(run.get("ok") for run in r["runs"]),
+            "snapshot": lambda r: r.get("ok")}
+
+
+def exit_code(result: dict) -> int:
+    """1 when any phase present in ``result`` failed, so scripts and CI see the failure."""
+    return 0 if all(ok(result[phase]) for phase, ok in PHASE_OK.items() if phase in result) else 1
 
 
 def _header(command: str, args) -> dict:
@@ -63,7 +121,7 @@ def cmd_throughput(args) -> int:
                                           events_per_file=args.events_per_file)
     report.print_throughput(result["throughput"])
     _write_json(args.json or RESULTS / "throughput.json", result)
-    return 0 if result["throughput"]["pipeline"].get("ok") else 1
+    return exit_code(result)
 
 
 def cmd_apply_scaling(args) -> int:
@@ -74,7 +132,7 @@ def cmd_apply_scaling(args) -> int:
                                                      args.file_rows)
     report.print_apply(result["apply_scaling"])
     _write_json(args.json or RESULTS / "apply_scaling.json", result)
-    return 0 if all(r.get("ok") for r in result["apply_scaling"]["runs"]) else 1
+    return exit_code(result)
 
 
 def snapshot_run(rows: int, diff: float, work: Path) -> dict:
@@ -97,7 +155,7 @@ def cmd_snapshot(args) -> int:
     result["snapshot"] = snapshot_run(args.snapshot_rows, args.snapshot_diff, args.work)
     report.print_snapshot(result["snapshot"])
     _write_json(args.json or RESULTS / "snapshot.json", result)
-    return 0 if result["snapshot"]["ok"] else 1
+    return exit_code(result)
 
 
 def cmd_all(args) -> int:
@@ -118,18 +176,17 @@ def cmd_all(args) -> int:
     result["machine"]["loadavg_at_end"] = list(measure.machine()["loadavg_at_start"])
     _write_json(args.json or RESULTS / "all.json", result)
     if args.markdown:
-        Path(args.markdown).write_text(report.markdown(result) + "\n")
-        print(f"wrote {args.markdown}")
-    return 0
+        _write(args.markdown, report.markdown(result))
+    return exit_code(result)
 
 
 def cmd_report(args) -> int:
     from bench import report
 
-    result = json.loads(Path(args.json).read_text())
+    result = json.loads(args.json.read_text())
     text = report.markdown(result)
     if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+        _write(args.markdown, text)
     else:
         print(text)
     return 0
@@ -156,12 +213,12 @@ def _workload_args(p, default_n: int) -> None:
     p.add_argument("--row-changes", type=lambda x: int(float(x)), default=default_n,
                    help=f"binlog row changes (row images) to generate (default {default_n:,}; 1e6 works)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--tables", type=_words, default=(), help="comma list of tables (default: all four)")
+    p.add_argument("--tables", type=_list_of(TABLES), default=(), help="comma list of tables (default: all four)")
 
 
 def _measure_args(p) -> None:
     p.add_argument("--work", type=Path, default=DEFAULT_WORK, help=f"scratch directory (default {DEFAULT_WORK})")
-    p.add_argument("--json", type=Path, help="where to write the JSON result (default bench/results/<command>.json)")
+    p.add_argument("--json", type=_output_file, help="where to write the JSON result (default bench/results/<command>.json)")
 
 
 def _throughput_args(p) -> None:
@@ -173,11 +230,11 @@ def _throughput_args(p) -> None:
 
 
 def _apply_args(p) -> None:
-    p.add_argument("--sizes", type=_ints, default=(100_000, 10_000_000), help="replica sizes (default 100000,10000000)")
+    p.add_argument("--sizes", type=_sizes, default=(100_000, 10_000_000), help="replica sizes (default 100000,10000000)")
     p.add_argument("--changes", type=lambda x: int(float(x)), default=10_000)
-    p.add_argument("--scd", type=_ints, default=(1,), help="SCD types to measure: 1, 2 or 1,2")
-    p.add_argument("--dist", type=_words, default=("uniform",), help="key choice: uniform, recent or both")
-    p.add_argument("--methods", type=_words, default=("auto_cdc", "merge"))
+    p.add_argument("--scd", type=_list_of(SCD_TYPES, int), default=(1,), help="SCD types to measure: 1, 2 or 1,2")
+    p.add_argument("--dist", type=_list_of(DISTS), default=("uniform",), help="key choice: uniform, recent or both")
+    p.add_argument("--methods", type=_list_of(METHODS), default=METHODS)
     p.add_argument("--file-rows", type=lambda x: int(float(x)), default=None,
                    help="seed tables in files of this many rows, in key order (default: one append, delta-rs file size)")
 
@@ -195,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="write a workload (landing files, expected state, onboarding)")
     p.add_argument("--out", type=Path, required=True)
     _workload_args(p, 1_000_000)
-    p.add_argument("--forms", type=_words, default=("binlog", "shadow"))
+    p.add_argument("--forms", type=_list_of(FORMS), default=FORMS)
     p.add_argument("--events-per-file", type=int, default=50_000)
     p.set_defaults(func=cmd_generate)
 
@@ -222,12 +279,12 @@ def parser() -> argparse.ArgumentParser:
     _throughput_args(p)
     _apply_args(p)
     _snapshot_args(p)
-    p.add_argument("--markdown", type=Path, help="also write the results as Markdown")
+    p.add_argument("--markdown", type=_output_file, help="also write the results as Markdown")
     p.set_defaults(func=cmd_all)
 
     p = sub.add_parser("report", help="Markdown tables from a JSON result")
-    p.add_argument("--json", type=Path, required=True)
-    p.add_argument("--markdown", type=Path)
+    p.add_argument("--json", type=_input_file, required=True)
+    p.add_argument("--markdown", type=_output_file)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("_worker")  # internal: one measured phase in a fresh process
@@ -241,4 +298,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (OSError, ValueError) as exc:  # a bad file or value: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -106,6 +106,8 @@ CHANNELS = ["web", "app", "store", "phone"]
 MODELS = ["TX-100", "TX-200", "RX-9", "Q-Edge", "Q-Core"]
 SITES = [f"site-{i:02d}" for i in range(1, 41)]
 
+FORMS = ("binlog", "shadow")  # the two capture forms written (module docstring)
+
 # transaction kind -> weight (per transaction)
 MIX = (
     ("new_order", 24),
@@ -125,7 +127,7 @@ MIX = (
 class WorkloadOptions:
     row_changes: int = 1_000_000
     seed: int = 42
-    forms: tuple[str, ...] = ("binlog", "shadow")
+    forms: tuple[str, ...] = FORMS
     tables: tuple[str, ...] = tuple(TABLES)  # onboarded / generated tables
     accounts: int | None = None  # initial population; default scales with row_changes
     devices: int | None = None
