@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 
@@ -31,6 +32,40 @@ def test_shadow_ddl_prints_postgres_sql(capsys):
 def test_mariadb_ddl_needs_columns(capsys):
     assert cli("capture", "shadow-ddl", "--dialect", "mariadb", "--table", "shop.orders") == 2
     assert "--column" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on: connecting is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [
+    ("capture", "shadow-export", "--dsn", "postgresql://u@127.0.0.1:{port}/shop", "--landing", "{tmp}"),
+    ("capture", "shadow-export", "--dsn", "mariadb://u@127.0.0.1:{port}/shop", "--landing", "{tmp}"),
+    ("capture", "binlog", "--host", "127.0.0.1", "--port", "{port}", "--landing", "{tmp}"),
+])
+def test_a_server_that_refuses_is_one_line_not_a_traceback(tmp_path, capsys, command):
+    port = _closed_port()
+    assert cli(*[part.format(port=port, tmp=tmp_path) for part in command]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "127.0.0.1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("--dialect", "mariadb", "--dsn", "postgresql://u@h/db", "--column", "id"), "--dialect mariadb but --dsn is a postgres server"),
+    (("--dialect", "postgres", "--column", "id"), "--column is for --dialect mariadb"),
+])
+def test_shadow_ddl_options_that_contradict_each_other_are_errors(capsys, argv, said):
+    assert cli("capture", "shadow-ddl", "--table", "shop.orders", *argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_export_batch_rows_must_be_positive(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli("capture", "shadow-export", "--dsn", "postgresql://u@h/db", "--landing", str(tmp_path), "--batch-rows", "0")
+    assert "must be a positive number, not 0" in capsys.readouterr().err
 
 
 def test_apply_export_and_binlog_on_live_mariadb(tmp_path, capsys):

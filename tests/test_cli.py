@@ -80,3 +80,24 @@ def test_a_mistyped_folder_is_an_error_that_names_it(tmp_path, capsys, argv, sai
     assert stopped.value.code == 2
     assert fill(said) in capsys.readouterr().err
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["pipeline", "run", "--source", "x.py", "--lake", "{tmp}/lake", "--conf", "foo"], "expected key=value, not 'foo'"),
+    (["housekeeping", "--lake", "{tmp}", "--landing", "{tmp}", "--tombstone-hours", "0"], "must be a positive number, not 0"),
+    (["remote", "follow", "--poll-seconds", "-1"], "must be a non-negative number, not -1"),
+    (["remote", "start", "--timeout-minutes", "-1"], "must be a positive number, not -1"),
+    (["snapshot", "diff", "--lake", "{tmp}/typo", "--table", "t", "--snapshot", "{tmp}"], "no lake at {tmp}/typo"),
+])
+def test_a_bad_value_is_an_error_that_names_it(tmp_path, capsys, argv, said):
+    fill = lambda text: text.format(tmp=tmp_path)  # noqa: E731
+    with pytest.raises(SystemExit) as stopped:
+        main([fill(a) for a in argv])
+    assert stopped.value.code == 2
+    assert fill(said) in capsys.readouterr().err
+
+
+def test_a_dashboard_file_that_cannot_be_read_is_an_error_before_spark(demo_lake, tmp_path, capsys):
+    missing = tmp_path / "none.lvdash.json"
+    assert main(["dashboard", "--lake", str(demo_lake), "--out", str(tmp_path / "d.html"), "--dashboard", str(missing)]) == 2
+    assert f"cannot read the dashboard file {missing}" in capsys.readouterr().err

@@ -689,3 +689,12 @@ def test_health_reads_the_gold_replication_health_table_by_default(workspace, w)
                         [["shop", 3]])
     result = health.health_summary(w, WAREHOUSE, "cdc_dev", poll_seconds=0, sleep=lambda s: None)
     assert result.records() == [{"source": "shop", "lag_seconds": 3}]
+
+
+def test_resolve_pipeline_leaves_out_only_the_dev_prefix(workspace, w):
+    """A name that merely ends like another ("dev") or an empty one never picks a pipeline."""
+    workspace.add_pipeline(DEV_NAME, FLOWS)
+    with pytest.raises(pipelines.RemoteError, match="no pipeline named like 'dev'"):
+        pipelines.resolve_pipeline(w, "dev")
+    with pytest.raises(pipelines.RemoteError, match="no pipeline given"):
+        pipelines.resolve_pipeline(w, "")

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
-from cdc_lakehouse.cli_paths import lake_dir, landing_dir
+from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir
 from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
@@ -49,7 +49,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_pipeline_run(args) -> int:
-    configuration = dict(kv.split("=", 1) for kv in args.conf)
+    configuration = dict(args.conf)
     return _run(args.source, args.lake, configuration, args.full_refresh)
 
 
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     prun = pipeline_sub.add_parser("run")
     prun.add_argument("--source", action="append", required=True, help="glob of pipeline files")
     prun.add_argument("--lake", required=True)
-    prun.add_argument("--conf", action="append", default=[], help="key=value pipeline configuration")
+    prun.add_argument("--conf", action="append", default=[], type=key_value, help="key=value pipeline configuration")
     prun.add_argument("--full-refresh", action="store_true")
     prun.set_defaults(func=cmd_pipeline_run)
 

@@ -89,6 +89,13 @@ def resume_position(cfg: BinlogConfig) -> Position | None:
     return max(candidates) if candidates else None
 
 
+class BinlogOff(LookupError):
+    """The server keeps no binary log: there is nothing to capture."""
+
+    def __init__(self):
+        super().__init__("binary logging is off on the server (log_bin)")
+
+
 def server_start_position(cfg: BinlogConfig) -> Position:
     import pymysql
 
@@ -99,12 +106,12 @@ def server_start_position(cfg: BinlogConfig) -> Position:
                 cur.execute("SHOW MASTER STATUS")
                 row = cur.fetchone()
                 if not row:
-                    raise RuntimeError("binary logging is off on the server (log_bin)")
+                    raise BinlogOff()
                 return Position.of(row[0], row[1])
             cur.execute("SHOW BINARY LOGS")
             rows = cur.fetchall()
             if not rows:
-                raise RuntimeError("binary logging is off on the server (log_bin)")
+                raise BinlogOff()
             return Position.of(rows[0][0], 4)
     finally:
         conn.close()

@@ -7,11 +7,14 @@ Wire into the main CLI with ``add_capture_commands(subparsers)``; standalone:
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+
+from cdc_lakehouse.cli_types import positive_int
 
 from .sqlquote import TableName
 
@@ -19,15 +22,27 @@ PASSWORD_ENV = "CDC_CAPTURE_PASSWORD"
 
 
 def _clean_errors(cmd):
-    """Bad input or a missing table: one line and exit code 2, in any parent CLI."""
+    """Bad input, a missing table, or a server that refuses (unreachable, bad login, no binary
+    log): one line and exit code 2, in any parent CLI."""
     def run(args) -> int:
         try:
             return cmd(args)
-        except (ValueError, LookupError) as exc:
+        except (ValueError, LookupError, *_database_errors()) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     run.__name__ = cmd.__name__
     return run
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """The drivers' base errors; a capture host may have only one of the drivers installed."""
+    found = []
+    for module, name in (("psycopg", "Error"), ("pymysql", "MySQLError")):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def _table(text: str) -> TableName:
@@ -72,6 +87,7 @@ def _apply(dsn: str, statements: list[str]) -> None:
 
 @_clean_errors
 def cmd_shadow_ddl(args) -> int:
+    _check_dialect(args)
     if args.dialect == "postgres":
         from . import ddl_postgres
 
@@ -90,6 +106,16 @@ def cmd_shadow_ddl(args) -> int:
     else:
         sys.stdout.write(script)
     return 0
+
+
+def _check_dialect(args) -> None:
+    """DDL of one dialect run on the other's server would fail half-way through the script."""
+    from .connect import dialect_of
+
+    if args.dsn and dialect_of(args.dsn) != args.dialect:
+        raise ValueError(f"--dialect {args.dialect} but --dsn is a {dialect_of(args.dsn)} server")
+    if args.dialect == "postgres" and args.column:
+        raise ValueError("--column is for --dialect mariadb; postgres shadow DDL needs no column list")
 
 
 @_clean_errors
@@ -175,7 +201,7 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     export.add_argument("--landing", required=True, type=Path)
     export.add_argument("--source", help="source name (default: the DSN's database)")
     export.add_argument("--state", type=Path, help="journal and ledger folder (default <landing>/<source>/.capture)")
-    export.add_argument("--batch-rows", type=int, default=50_000)
+    export.add_argument("--batch-rows", type=positive_int, default=50_000)
     export.add_argument("--purge", choices=("ack", "on_landing"), default="ack",
                         help="when exported rows leave the source: once <landing>/<source>/_ack.json "
                              "(written by housekeeping) covers them (default), or as soon as their "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdc_lakehouse.cli_paths import lake_dir
+from cdc_lakehouse.cli_types import lake_dir
 
 # In a checkout (or an editable install) the dashboard file sits next to the package.
 DASHBOARD_FILE = Path(__file__).resolve().parents[2] / "dashboards" / "cdc_lakehouse.lvdash.json"
@@ -28,8 +28,12 @@ def cmd_dashboard(args) -> int:
     from cdc_lakehouse.runtime.session import get_spark
     from cdc_lakehouse.storage import DeltaRsStore
 
+    try:
+        spec = dashboard.load(args.dashboard)  # before Spark starts
+    except (OSError, ValueError) as exc:
+        raise LookupError(f"cannot read the dashboard file {args.dashboard}: {exc}") from exc
     spark = get_spark()
-    page = dashboard.render(spark, DeltaRsStore(spark, args.lake), dashboard.load(args.dashboard),
+    page = dashboard.render(spark, DeltaRsStore(spark, args.lake), spec,
                             title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

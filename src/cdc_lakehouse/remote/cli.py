@@ -14,6 +14,8 @@ import json
 import os
 import sys
 
+from cdc_lakehouse.cli_types import non_negative_float, positive_float, positive_int
+
 DEFAULT_PIPELINE = "cdc-lakehouse-dev"  # name given by the bundle to the dev target's pipeline
 
 
@@ -35,8 +37,8 @@ def add_remote_commands(subparsers) -> argparse.ArgumentParser:
                                f"left out (default: $CDC_LAKEHOUSE_PIPELINE or {DEFAULT_PIPELINE})")
 
     follow_opts = argparse.ArgumentParser(add_help=False)
-    follow_opts.add_argument("--poll-seconds", type=float, default=5.0)
-    follow_opts.add_argument("--timeout-minutes", type=float, default=None,
+    follow_opts.add_argument("--poll-seconds", type=non_negative_float, default=5.0)
+    follow_opts.add_argument("--timeout-minutes", type=positive_float, default=None,
                              help="stop following (not the update) after this long")
     follow_opts.add_argument("--json", action="store_true", help="one JSON event per line")
 
@@ -70,8 +72,8 @@ def add_remote_commands(subparsers) -> argparse.ArgumentParser:
     health.add_argument("--catalog", default=os.environ.get("CDC_LAKEHOUSE_CATALOG", "main"),
                         help="Unity Catalog catalog the pipeline publishes to (bundle variable `catalog`)")
     health.add_argument("--table", default=None, help="[catalog.]schema.table (default: the gold health table)")
-    health.add_argument("--limit", type=int, default=1000)
-    health.add_argument("--poll-seconds", type=float, default=2.0,
+    health.add_argument("--limit", type=positive_int, default=1000)
+    health.add_argument("--poll-seconds", type=non_negative_float, default=2.0,
                         help="status poll interval once the first 30 s wait is over")
     health.add_argument("--json", action="store_true")
     health.set_defaults(func=cmd_health)
@@ -141,7 +143,7 @@ def _follow(w, pipeline_id: str, update_id: str, args) -> int:
         w, pipeline_id, update_id,
         out=lambda line: print(line, flush=True),
         poll_seconds=args.poll_seconds,
-        timeout_seconds=args.timeout_minutes * 60 if args.timeout_minutes else None,
+        timeout_seconds=args.timeout_minutes * 60 if args.timeout_minutes is not None else None,
         as_json=args.json,
     )
     for line in pipelines.summary_lines(result):

@@ -46,18 +46,25 @@ def resolve_pipeline(w: WorkspaceClient, pipeline: str) -> str:
     """
     if UUID.match(pipeline):
         return pipeline
+    if not pipeline.strip():
+        raise RemoteError("no pipeline given: pass --pipeline (an id or a name) or set CDC_LAKEHOUSE_PIPELINE")
     pattern = pipeline.replace("'", "''")
     candidates = list(w.pipelines.list_pipelines(filter=f"name LIKE '%{pattern}%'"))
     exact = [p for p in candidates if p.name == pipeline]
     if len(exact) == 1:
         return exact[0].pipeline_id
-    suffixed = [p for p in candidates if (p.name or "").endswith(pipeline)]
+    # Only the development prefix may be left out: "dev" must not pick "cdc-lakehouse-dev".
+    suffixed = [p for p in candidates if (p.name or "").endswith(f"] {pipeline}")]
     if len(suffixed) == 1:
         return suffixed[0].pipeline_id
-    if not candidates:
-        raise RemoteError(f"no pipeline named like {pipeline!r} in this workspace (deployed? try `databricks bundle summary`)")
-    names = ", ".join(sorted(f"{p.name!r} ({p.pipeline_id})" for p in (exact or suffixed or candidates)))
-    raise RemoteError(f"{pipeline!r} matches several pipelines: {names}; pass the pipeline id or the full name")
+    if not exact and not suffixed:
+        hint = f"; similar names: {_names(candidates)}" if candidates else " (deployed? try `databricks bundle summary`)"
+        raise RemoteError(f"no pipeline named like {pipeline!r} in this workspace{hint}")
+    raise RemoteError(f"{pipeline!r} matches several pipelines: {_names(exact or suffixed)}; pass the pipeline id or the full name")
+
+
+def _names(found) -> str:
+    return ", ".join(sorted(f"{p.name!r} ({p.pipeline_id})" for p in found))
 
 
 def latest_update_id(w: WorkspaceClient, pipeline_id: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cdc_lakehouse.cli_paths import landing_dir
+from cdc_lakehouse.cli_types import lake_dir, landing_dir, positive_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -24,7 +24,7 @@ def add_snapshot_commands(subparsers) -> None:
     reconcile = commands.add_parser(
         "reconcile", help="compare new complete snapshots with the replicas; write their corrective changes",
     )
-    _where(reconcile)
+    _where(reconcile, lake_must_exist=False)  # a first reconcile may come before the first run
     _onboarding(reconcile)
     reconcile.add_argument("--landing", required=True, type=landing_dir, help="landing root (<landing>/<source>/snapshot/...)")
     reconcile.add_argument("--json", action="store_true")
@@ -49,8 +49,8 @@ def add_housekeeping_command(subparsers) -> None:
     _onboarding(hk)
     hk.add_argument("--landing", required=True, type=landing_dir)
     hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
-    hk.add_argument("--tombstone-hours", type=float, help="expire tombstones older than this (default: retention)")
-    hk.add_argument("--archive-after-hours", type=float,
+    hk.add_argument("--tombstone-hours", type=positive_float, help="expire tombstones older than this (default: retention)")
+    hk.add_argument("--archive-after-hours", type=positive_float,
                     help="archive committed landing files older than this (default: retention)")
     hk.add_argument("--allow-short-retention", action="store_true",
                     help="accept a retention below Delta's 168 h safety limit")
@@ -59,9 +59,9 @@ def add_housekeeping_command(subparsers) -> None:
     hk.set_defaults(func=cmd_housekeeping)
 
 
-def _where(parser) -> None:
+def _where(parser, lake_must_exist: bool = True) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--lake", help="local lake directory (delta-rs)")
+    where.add_argument("--lake", type=lake_dir if lake_must_exist else str, help="local lake directory (delta-rs)")
     where.add_argument("--catalog", help="Unity Catalog catalog (Databricks job compute)")
 
 
@@ -86,6 +86,9 @@ def cmd_reconcile(args) -> int:
     from cdc_lakehouse.snapshot.tables import open_store
 
     onboarding = _load_onboarding(args)  # fail fast on a bad file, before Spark starts
+    if args.lake and not Path(args.lake).is_dir():
+        # Said, not refused: a mistyped lake would otherwise pass for a fresh one silently.
+        stderr_console().print(f"[yellow]note:[/yellow] no lake at {args.lake} yet: each first snapshot seeds its replica")
     spark, store = open_store(args)
     outcomes = reconcile_landing(spark, store, onboarding, Path(args.landing), args.silver_schema)
     _print_outcomes([o.as_dict() for o in outcomes], args.json, "snapshot reconcile")
