@@ -69,7 +69,6 @@ def test_pipeline_run_on_any_folder(tmp_path, capsys):
     (["sql", "--lake", "{missing}", "SELECT 1"], "no lake at {missing}"),
     (["dashboard", "--lake", "{missing}", "--out", "{tmp}/d.html"], "no lake at {missing}"),
     (["run", "--landing", "{missing}", "--lake", "{tmp}/lake"], "no landing folder at {missing}"),
-    (["snapshot", "reconcile", "--lake", "{tmp}/lake", "--landing", "{missing}"], "no landing folder at {missing}"),
 ])
 def test_a_mistyped_folder_is_an_error_that_names_it(tmp_path, capsys, argv, said):
     """Before, an empty table or an empty pipeline run (exit 0), or Spark's analysis error."""
@@ -101,3 +100,11 @@ def test_a_dashboard_file_that_cannot_be_read_is_an_error_before_spark(demo_lake
     missing = tmp_path / "none.lvdash.json"
     assert main(["dashboard", "--lake", str(demo_lake), "--out", str(tmp_path / "d.html"), "--dashboard", str(missing)]) == 2
     assert f"cannot read the dashboard file {missing}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["snapshot", "reconcile"], ["housekeeping"]])
+def test_a_missing_landing_folder_of_a_job_step_is_an_error(tmp_path, capsys, command):
+    """Checked when the step runs (the job's Volume path must parse on any machine)."""
+    missing = tmp_path / "typo"
+    assert main([*command, "--lake", str(tmp_path), "--landing", str(missing)]) == 2
+    assert f"no landing folder at {missing}" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cdc_lakehouse.cli_types import lake_dir, landing_dir, positive_float
+from cdc_lakehouse.cli_types import lake_dir, positive_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -26,7 +26,7 @@ def add_snapshot_commands(subparsers) -> None:
     )
     _where(reconcile, lake_must_exist=False)  # a first reconcile may come before the first run
     _onboarding(reconcile)
-    reconcile.add_argument("--landing", required=True, type=landing_dir, help="landing root (<landing>/<source>/snapshot/...)")
+    reconcile.add_argument("--landing", required=True, help="landing root (<landing>/<source>/snapshot/...)")
     reconcile.add_argument("--json", action="store_true")
     reconcile.set_defaults(func=cmd_reconcile)
 
@@ -47,7 +47,7 @@ def add_housekeeping_command(subparsers) -> None:
     )
     _where(hk)
     _onboarding(hk)
-    hk.add_argument("--landing", required=True, type=landing_dir)
+    hk.add_argument("--landing", required=True)
     hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
     hk.add_argument("--tombstone-hours", type=positive_float, help="expire tombstones older than this (default: retention)")
     hk.add_argument("--archive-after-hours", type=positive_float,
@@ -80,12 +80,20 @@ def _load_onboarding(args):
     return load_onboarding(args.config, env=args.env) if args.config else None
 
 
+def _check_landing(args) -> None:
+    """Checked by the command, not when parsing: the Databricks job's parameters name a Volume
+    that exists only in the workspace, and they must parse anywhere (tests/test_bundle.py)."""
+    if not Path(args.landing).is_dir():
+        raise LookupError(f"no landing folder at {args.landing}")
+
+
 # -- commands -----------------------------------------------------------------------------
 def cmd_reconcile(args) -> int:
     from cdc_lakehouse.snapshot.reconcile import reconcile_landing
     from cdc_lakehouse.snapshot.tables import open_store
 
     onboarding = _load_onboarding(args)  # fail fast on a bad file, before Spark starts
+    _check_landing(args)
     if args.lake and not Path(args.lake).is_dir():
         # Said, not refused: a mistyped lake would otherwise pass for a fresh one silently.
         stderr_console().print(f"[yellow]note:[/yellow] no lake at {args.lake} yet: each first snapshot seeds its replica")
@@ -112,6 +120,7 @@ def cmd_housekeeping(args) -> int:
     from cdc_lakehouse.snapshot.tables import open_store
 
     onboarding = _load_onboarding(args)
+    _check_landing(args)
     try:
         check_retention(args.retention_hours, args.allow_short_retention)  # before Spark starts
     except RetentionTooShort as exc:
