@@ -83,7 +83,7 @@ def test_a_mistyped_folder_is_an_error_that_names_it(tmp_path, capsys, argv, sai
 
 @pytest.mark.parametrize("argv, said", [
     (["pipeline", "run", "--source", "x.py", "--lake", "{tmp}/lake", "--conf", "foo"], "expected key=value, not 'foo'"),
-    (["housekeeping", "--lake", "{tmp}", "--landing", "{tmp}", "--tombstone-hours", "0"], "must be a positive number, not 0"),
+    (["housekeeping", "--lake", "{tmp}", "--landing", "{tmp}", "--tombstone-hours", "-1"], "must be a non-negative number, not -1"),
     (["remote", "follow", "--poll-seconds", "-1"], "must be a non-negative number, not -1"),
     (["remote", "start", "--timeout-minutes", "-1"], "must be a positive number, not -1"),
     (["snapshot", "diff", "--lake", "{tmp}/typo", "--table", "t", "--snapshot", "{tmp}"], "no lake at {tmp}/typo"),

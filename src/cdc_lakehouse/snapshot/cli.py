@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cdc_lakehouse.cli_types import lake_dir, positive_float
+from cdc_lakehouse.cli_types import lake_dir, non_negative_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -49,8 +49,8 @@ def add_housekeeping_command(subparsers) -> None:
     _onboarding(hk)
     hk.add_argument("--landing", required=True)
     hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
-    hk.add_argument("--tombstone-hours", type=positive_float, help="expire tombstones older than this (default: retention)")
-    hk.add_argument("--archive-after-hours", type=positive_float,
+    hk.add_argument("--tombstone-hours", type=non_negative_float, help="expire tombstones older than this (default: retention)")
+    hk.add_argument("--archive-after-hours", type=non_negative_float,
                     help="archive committed landing files older than this (default: retention)")
     hk.add_argument("--allow-short-retention", action="store_true",
                     help="accept a retention below Delta's 168 h safety limit")
