@@ -183,7 +183,10 @@ def cmd_all(args) -> int:
 def cmd_report(args) -> int:
     from bench import report
 
-    result = json.loads(args.json.read_text())
+    try:
+        result = json.loads(args.json.read_text())
+    except ValueError as exc:
+        raise SystemExit(f"error: {args.json} is not a results file: {exc}") from None
     text = report.markdown(result)
     if args.markdown:
         _write(args.markdown, text)
@@ -298,8 +301,4 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (OSError, ValueError) as exc:  # a bad file or value: one line, not a traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return args.func(args)

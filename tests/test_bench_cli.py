@@ -76,8 +76,8 @@ def test_report_creates_the_markdown_folder(tmp_path):
     assert out.is_file()
 
 
-def test_main_turns_a_bad_file_into_one_error_line(capsys, tmp_path):
+def test_report_of_a_file_that_is_no_results_is_one_error_line(tmp_path):
     (tmp_path / "result.json").write_text("{not json")
-    assert cli.main(["report", "--json", str(tmp_path / "result.json")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["report", "--json", str(tmp_path / "result.json")])
+    assert str(stopped.value).startswith(f"error: {tmp_path / 'result.json'} is not a results file")

@@ -304,6 +304,16 @@ def test_reconcile_command(spark, tmp_path, onboarding, capsys):
     assert (printed["status"], printed["counts"]["inserts"]) == ("reconciled", 1)
 
 
+def test_reconcile_of_several_snapshots_prints_a_row_for_each(spark, tmp_path, onboarding, capsys):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1, "a", 1.0)])
+    write_snapshot(landing, "s2", [product(1, "a", 2.0)], taken_at=T0 + timedelta(hours=1))
+    assert main(["snapshot", "reconcile", "--lake", str(lake), "--config", str(onboarding),
+                 "--landing", str(landing)]) == 0
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines()]
+    assert {(row[2], row[3]) for row in cells if len(row) > 3} == {("s1", "skipped"), ("s2", "reconciled")}
+
+
 def test_job_parameters_parse():
     """The job's task parameters (resources/cdc_lakehouse.job.yml), --catalog instead of --lake."""
     parser = build_parser()

@@ -20,8 +20,12 @@ def lake_dir(value: str) -> str:
 
 def landing_dir(value: str) -> str:
     if not Path(value).is_dir():
-        raise argparse.ArgumentTypeError(f"no landing folder at {value}")
+        raise argparse.ArgumentTypeError(missing_landing(value))
     return value
+
+
+def missing_landing(value: str) -> str:
+    return f"no landing folder at {value}"
 
 
 def positive_int(text: str) -> int:
@@ -41,7 +45,7 @@ def _at_least(kind, text: str, zero_allowed: bool):
         value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0 or (value == 0 and not zero_allowed):
+    if value != value or value < 0 or (value == 0 and not zero_allowed):  # value != value: NaN
         raise argparse.ArgumentTypeError(f"must be a {'non-negative' if zero_allowed else 'positive'} number, not {text}")
     return value
 

@@ -30,6 +30,9 @@ def _clean_errors(cmd):
         except (ValueError, LookupError, *_database_errors()) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except ModuleNotFoundError as exc:  # a capture host with only one database's driver
+            print(f"error: {exc}: install it to capture from this kind of server", file=sys.stderr)
+            return 2
     run.__name__ = cmd.__name__
     return run
 

@@ -42,7 +42,7 @@ def resolve_pipeline(w: WorkspaceClient, pipeline: str) -> str:
     """Pipeline id from an id or a name.
 
     A bundle deploys ``cdc-lakehouse-<target>``; in development mode the name gets a
-    ``[dev <user>] `` prefix, so a name also matches a single pipeline whose name ends with it.
+    ``[dev <user>] `` prefix, so a name also matches a single pipeline named ``<prefix>] <name>``.
     """
     if UUID.match(pipeline):
         return pipeline

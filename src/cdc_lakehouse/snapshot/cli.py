@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cdc_lakehouse.cli_types import lake_dir, non_negative_float
+from cdc_lakehouse.cli_types import lake_dir, missing_landing, non_negative_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -48,7 +48,7 @@ def add_housekeeping_command(subparsers) -> None:
     _where(hk)
     _onboarding(hk)
     hk.add_argument("--landing", required=True)
-    hk.add_argument("--retention-hours", type=float, default=168.0, help="VACUUM retention (default 168)")
+    hk.add_argument("--retention-hours", type=non_negative_float, default=168.0, help="VACUUM retention (default 168)")
     hk.add_argument("--tombstone-hours", type=non_negative_float, help="expire tombstones older than this (default: retention)")
     hk.add_argument("--archive-after-hours", type=non_negative_float,
                     help="archive committed landing files older than this (default: retention)")
@@ -84,7 +84,7 @@ def _check_landing(args) -> None:
     """Checked by the command, not when parsing: the Databricks job's parameters name a Volume
     that exists only in the workspace, and they must parse anywhere (tests/test_bundle.py)."""
     if not Path(args.landing).is_dir():
-        raise LookupError(f"no landing folder at {args.landing}")
+        raise LookupError(missing_landing(args.landing))
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -151,19 +151,32 @@ def _print_outcomes(rows: list[dict], as_json: bool, title: str) -> None:
     if not rows:
         stdout_console().print(f"{title}: no snapshot folders found")
         return
-    # One column per snapshot, one line per count: each count sits beside its name, and a
-    # terminal of 80 columns shows them all.
+    stdout_console().print(_one_outcome(rows[0], title) if len(rows) == 1 else _outcomes(rows, title))
+
+
+def _values(row: dict) -> dict:
+    counts = row["counts"] or {}
+    return {"status": row["status"], **{c: str(counts.get(c, "")) for c in COUNTS}, "reason": row["reason"] or ""}
+
+
+def _one_outcome(row: dict, title: str) -> Table:
+    """One line per value: each count beside its name, and all of them on 80 columns."""
     table = Table(title=title)
     table.add_column("")
+    table.add_column(f"{row['source']} {row['table']} {row['snapshot_id']}", overflow="fold")
+    for name, value in _values(row).items():
+        table.add_row(name, value)
+    return table
+
+
+def _outcomes(rows: list[dict], title: str) -> Table:
+    """One row per snapshot: a backlog of many stays a list."""
+    table = Table(title=title)
+    for column in ("source", "table", "snapshot", *_values(rows[0])):
+        table.add_column(column, overflow="fold")
     for r in rows:
-        table.add_column(f"{r['source']} {r['table']} {r['snapshot_id']}", overflow="fold")
-    lines = {"status": [r["status"] for r in rows]}
-    for count in COUNTS:
-        lines[count] = [str((r["counts"] or {}).get(count, "")) for r in rows]
-    lines["reason"] = [r["reason"] or "" for r in rows]
-    for name, values in lines.items():
-        table.add_row(name, *values)
-    stdout_console().print(table)
+        table.add_row(r["source"], r["table"], r["snapshot_id"], *_values(r).values())
+    return table
 
 
 def _summary(report: dict) -> dict:
