@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench import measure
 from bench.apply_scaling import DISTS, METHODS, SCD_TYPES
+from bench.throughput import LAYERS
 from bench.workload import FORMS, TABLES
 
 DEFAULT_WORK = Path("/tmp/cdc-lakehouse-bench")
@@ -226,7 +227,7 @@ def _measure_args(p) -> None:
 
 def _throughput_args(p) -> None:
     p.add_argument("--warmup-changes", type=int, default=2000, help="size of the warm-up workload run first in each worker (0: none)")
-    p.add_argument("--layers", type=_words, default=("bronze", "silver", "gold"))
+    p.add_argument("--layers", type=_list_of(LAYERS), default=LAYERS)
     p.add_argument("--no-baseline", action="store_true")
     p.add_argument("--keep-lakes", action="store_true", help="keep the lakes under --work for inspection")
     p.add_argument("--events-per-file", type=int, default=50_000, help="binlog lines per landing file (default 50000)")

@@ -57,6 +57,11 @@ def test_generate_rejects_unknown_forms_and_tables(capsys, tmp_path, option, val
     assert option in line and value.split(",")[-1] in line
 
 
+def test_throughput_rejects_an_unknown_layer(capsys):
+    line = rejected(capsys, "throughput", "--layers", "bronze,silvr")
+    assert "--layers" in line and "silvr" in line
+
+
 def test_report_rejects_a_missing_json(capsys, tmp_path):
     assert str(tmp_path / "missing.json") in rejected(capsys, "report", "--json", str(tmp_path / "missing.json"))
 
