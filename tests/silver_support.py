@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
-from lake_helpers import REPO
+from lake_helpers import REPO, demo_flows
 
 PROJECT_SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
 FIXTURES = REPO / "fixtures"
@@ -21,7 +21,7 @@ TABLES = ("customers", "products", "orders", "order_items")
 
 def onboarding_for(tmp_path: Path, sources: set[str]) -> Path:
     """The demo onboarding file restricted to some sources (smaller, faster pipelines)."""
-    flows = yaml.safe_load((REPO / "conf/onboarding.yml").read_text())
+    flows = demo_flows()
     path = tmp_path / "onboarding.yml"
     path.write_text(yaml.safe_dump([f for f in flows if f["cdc_lakehouse"]["source"] in sources]))
     return path
@@ -41,11 +41,17 @@ def expected_rows(source: str, table: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def expected_frame(spark, source: str, table: str, schema):
+    """The expected rows as a DataFrame of ``schema`` (a replica's), read from their JSON the way
+    the replica reads its images."""
+    lines = spark.createDataFrame([(json.dumps(r),) for r in expected_rows(source, table)], "line string")
+    return lines.select(F.from_json("line", schema).alias("r")).select("r.*")
+
+
 def assert_replica_equals_source(spark, lake: Path, source: str, table: str, hashed: tuple[str, ...] = ()) -> None:
     """``hashed`` columns are compared with the SHA-256 of the source value (column filters)."""
     replica = DeltaRsStore(spark, lake).read(f"silver.{source}_{table}")
-    rows = expected_rows(source, table)
-    expected = spark.createDataFrame([tuple(r.get(f.name) for f in replica.schema.fields) for r in rows], replica.schema)
+    expected = expected_frame(spark, source, table, replica.schema)
     for column in hashed:
         expected = expected.withColumn(column, F.sha2(F.col(column), 256))
     assertDataFrameEqual(replica, expected.select(*replica.columns))

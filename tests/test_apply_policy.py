@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -25,7 +26,7 @@ from cdc_lakehouse.silver.apply_policy import ANOMALY_COLUMNS, anomalies
 from cdc_lakehouse.silver.replica_input import replica_changes
 from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA
 from cdc_lakehouse.storage import DeltaRsStore
-from lake_helpers import REPO, write_jsonl
+from lake_helpers import REPO, demo_flows, write_jsonl
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
 SHOWN = ["key", "txn_id", "op", "anomaly", "applied_as"]
@@ -286,7 +287,7 @@ CORRECTION = {  # a snapshot correction (landing file in the change-stream shape
 
 
 def _onboarding(tmp_path, tables):
-    flows = yaml.safe_load((REPO / "conf/onboarding.yml").read_text())
+    flows = demo_flows()
     chosen = [f for f in flows
               if f["cdc_lakehouse"]["source"] == "shop" and f["source_details"]["source_table"] in tables]
     path = tmp_path / "onboarding.yml"
@@ -310,16 +311,20 @@ def lake(spark, tmp_path_factory):
 
 
 def test_pipeline_replicas_follow_the_policy(spark, lake):
+    """The demo's declared types (conf/schemas): declared columns the images lack are NULL."""
     assertDataFrameEqual(lake.read("silver.shop_products"), spark.createDataFrame(
-        [(1, "pen v2", 1.75), (2, "ink", 2.5), (3, "cap", 4.5)], "product_id bigint, name string, price double"))
+        [(1, None, "pen v2", Decimal("1.75"), None), (2, None, "ink", Decimal("2.50"), None),
+         (3, None, "cap", Decimal("4.50"), None)],
+        "product_id bigint, sku string, name string, price decimal(10,2), stock int"))
 
 
 def test_pipeline_bad_rows_of_one_table_do_not_stop_the_others(spark, lake):
     """orders got a row with a NULL key and a change with an unknown op: both held back, the
     rest of orders and every other table applied."""
+    total = Decimal("10.50")
     assertDataFrameEqual(lake.read("silver.shop_orders"), spark.createDataFrame(
-        [(1, 7, "paid", 10.5), (2, 7, "new", 10.5), (5, 7, "again", 10.5)],
-        "order_id bigint, customer_id bigint, status string, total double"))
+        [(1, 7, "paid", total, None), (2, 7, "new", total, None), (5, 7, "again", total, None)],
+        "order_id bigint, customer_id bigint, status string, total decimal(12,2), created_at timestamp"))
 
 
 def test_pipeline_anomalies_table(spark, lake):

@@ -35,7 +35,7 @@ from cdc_lakehouse.runtime.runner import pipeline_configuration, run_pipeline
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO
-from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_rows, onboarding_for, run_project
+from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_frame, expected_rows, onboarding_for, run_project
 
 SOURCE = "shop"
 CHANGES = "silver.shop_changes"
@@ -201,9 +201,7 @@ def test_gold_waits_for_every_silver_replica_of_the_source(history):
 def test_gold_replicas_equal_the_source_state(spark, history):
     for table in TABLES:
         replica = history.read(f"gold.{history.flow(table).gold_table}")
-        rows = expected_rows(SOURCE, table)
-        expected = spark.createDataFrame([tuple(r.get(f.name) for f in replica.schema.fields) for r in rows], replica.schema)
-        assertDataFrameEqual(replica, expected)
+        assertDataFrameEqual(replica, expected_frame(spark, SOURCE, table, replica.schema))
         _same_rows(history.read(f"silver.{history.flow(table).silver_table}"), replica)
 
 

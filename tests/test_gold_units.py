@@ -18,7 +18,7 @@ from cdc_lakehouse.gold.commit_point import at_point, commit_point, commit_point
 from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.silver.apply_policy import anomalies
-from lake_helpers import REPO
+from lake_helpers import REPO, demo_flows
 
 CHANGES_DDL = (
     "source string, schema string, table string, key string, op string, row string, before string, "
@@ -27,10 +27,13 @@ CHANGES_DDL = (
 )
 
 
-def customers_flow(**filters):
-    """The demo's shop_pg customers flow, with other column filters if given."""
-    flows = yaml.safe_load((REPO / "conf/onboarding.yml").read_text())
+def customers_flow(declared=True, **filters):
+    """The demo's shop_pg customers flow, with other column filters if given; ``declared``
+    False leaves out its schema file (types inferred)."""
+    flows = demo_flows()
     flow = next(f for f in flows if f["data_flow_id"] == "201")
+    if not declared:
+        flow["source_details"].pop("source_schema_path")
     if filters:
         flow["cdc_lakehouse"]["column_filters"] = filters
         flow["silver_cdc_apply_changes"].pop("track_history_column_list")
@@ -89,9 +92,13 @@ def test_replica_is_independent_of_arrival_order_and_redelivery(spark, changes):
     assertDataFrameEqual(replica_as_of(shuffled, flow, (4, "t4")), replica_as_of(changes, flow, (4, "t4")))
 
 
-def test_nothing_before_the_first_commit_gives_an_empty_replica_with_its_key(spark, changes):
-    replica = replica_as_of(changes, customers_flow(), (0, ""))
-    assert replica.count() == 0 and replica.columns == ["customer_id"]
+@pytest.mark.parametrize(("declared", "columns"), [
+    (True, ["customer_id", "name", "email", "city", "tier"]),  # known before any change
+    (False, ["customer_id"]),
+])
+def test_nothing_before_the_first_commit_gives_an_empty_replica_with_its_key(spark, changes, declared, columns):
+    replica = replica_as_of(changes, customers_flow(declared), (0, ""))
+    assert replica.count() == 0 and replica.columns == columns
 
 
 def test_transaction_recorded_again_counts_at_its_latest_recording(spark, changes):

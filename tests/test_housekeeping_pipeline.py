@@ -16,9 +16,7 @@ from cdc_lakehouse.cli import main
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for
-from test_snapshot_support import T0, Binlog, product, reconcile, run, write_snapshot
-
-PRODUCT = "product_id long, name string, price double"
+from test_snapshot_support import T0, Binlog, product, products, reconcile, run, write_snapshot
 
 
 def products_of_both_sources(tmp_path):
@@ -125,6 +123,6 @@ def test_the_pipeline_carries_on_after_housekeeping(spark, kept_house, report):
     run(spark, landing, lake, onboarding)
     store = DeltaRsStore(spark, lake)
     # s2 (as of now, after everything silver had) holds only key 1; key 3 arrived after it.
-    assertDataFrameEqual(store.read("silver.shop_products"), spark.createDataFrame([(1, "a", 1.0), (3, "c", 3.0)], PRODUCT))
+    assertDataFrameEqual(store.read("silver.shop_products"), products(spark, [(1, "a", 1.0), (3, "c", 3.0)]))
     housekeep(kept_house["argv"] + ["--skip", "optimize"])
     assert (landing / "shop/_archive/binlog/mysql-bin.000003.jsonl").exists()

@@ -10,9 +10,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
 from cdc_lakehouse.storage import DeltaRsStore
-from test_snapshot_support import T0, Binlog, product, products_onboarding, reconcile, run, write_snapshot
-
-PRODUCT = "product_id long, name string, price double"
+from test_snapshot_support import T0, Binlog, product, products, products_onboarding, reconcile, run, write_snapshot
 
 
 def lsn(position: dict) -> int:
@@ -49,7 +47,7 @@ def test_patent_example_replica_ends_equal_to_the_latest_snapshot(spark, tmp_pat
 
     store = DeltaRsStore(spark, lake)
     assertDataFrameEqual(store.read("silver.shop_products"),
-                         spark.createDataFrame([(3, "coffee", 9.0), (4, "mate", 5.0)], PRODUCT))
+                         products(spark, [(3, "coffee", 9.0), (4, "mate", 5.0)]))
     corrections = store.read("silver.shop_changes").filter("origin = 'snapshot'")
     assertDataFrameEqual(
         corrections.select("txn_id", "op", F.get_json_object("key", "$.product_id").cast("long").alias("id"),
@@ -90,16 +88,17 @@ def test_positioned_snapshot_racing_with_later_changes(spark, tmp_path):
     assert outcome.sequence["position"] == lsn(p1)
     run(spark, landing, lake, onboarding)
     store = DeltaRsStore(spark, lake)
-    assertDataFrameEqual(store.read("silver.shop_products"), spark.createDataFrame(
-        [(1, "a2", 1.5), (2, "b-fixed", 2.0), (3, "c", 3.0)], PRODUCT))
+    assertDataFrameEqual(store.read("silver.shop_products"), products(spark,
+        [(1, "a2", 1.5), (2, "b-fixed", 2.0), (3, "c", 3.0)]))
 
     later = Binlog("mysql-bin.000002")
     later.txn(4, ("update", product(2, "b-fixed", 2.0), product(2, "b-later", 2.5)))
     later.write(landing, "mysql-bin.000002.jsonl")
     run(spark, landing, lake, onboarding)
-    assertDataFrameEqual(store.read("silver.shop_products"), spark.createDataFrame(
-        [(1, "a2", 1.5), (2, "b-later", 2.5), (3, "c", 3.0)], PRODUCT))
+    assertDataFrameEqual(store.read("silver.shop_products"), products(spark,
+        [(1, "a2", 1.5), (2, "b-later", 2.5), (3, "c", 3.0)]))
     change = store.read("silver.shop_changes").filter("origin = 'snapshot'")
     assertDataFrameEqual(change.select("op", "key", "changed_columns", "before"), spark.createDataFrame(
-        [("UPDATE", '{"product_id":"2"}', ["name"], '{"product_id":2,"name":"b","price":2.0}')],
+        # before: the replica's row, in its declared types
+        [("UPDATE", '{"product_id":"2"}', ["name"], '{"product_id":2,"sku":null,"name":"b","price":2.00,"stock":null}')],
         "op string, key string, changed_columns array<string>, before string"))

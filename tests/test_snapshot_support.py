@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import yaml
@@ -44,6 +45,16 @@ def reconcile(spark, landing: Path, lake: Path, onboarding: Path):
 
 def product(product_id: int, name: str, price: float) -> dict:
     return {"product_id": product_id, "name": name, "price": price}
+
+
+# silver.shop_products in the demo's declared types (conf/schemas/shop/shop.products.ddl)
+PRODUCTS_REPLICA = "product_id long, sku string, name string, price decimal(10,2), stock int"
+
+
+def products(spark, rows):
+    """The replica rows expected for ``(product_id, name, price)`` tuples (sku and stock unset)."""
+    return spark.createDataFrame([(i, None, name, Decimal(str(price)), None) for i, name, price in rows],
+                                 PRODUCTS_REPLICA)
 
 
 class Binlog:

@@ -4,6 +4,7 @@ import dlt
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, PipelineSettings
+from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
 
 settings = PipelineSettings.from_spark(spark)
@@ -11,13 +12,14 @@ settings = PipelineSettings.from_spark(spark)
 
 def define_replica(flow) -> None:
     view = f"{flow.source}_{flow.schema_name}_{flow.table_name}_changes"
+    declared = declared_table(flow)  # read here: a bad schema file fails the update at once
 
     @dlt.view(name=view, comment=f"Typed net changes of {flow.qualified_table} from {flow.source}.")
     def table_changes():
         changes = dlt.read_stream(f"{settings.silver}.{flow.source}_changes").filter(
             (F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name)
         )
-        return replica_changes(changes, flow.column_filters)
+        return replica_changes(changes, flow.column_filters, declared)
 
     replica = f"{settings.silver}.{flow.silver_table}"
     dlt.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",

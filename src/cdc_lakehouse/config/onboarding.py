@@ -437,7 +437,19 @@ class Onboarding(BaseModel):
 def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboarding:
     """Read and validate an onboarding file, resolving ``*_<env>`` keys for ``env``."""
     where = str(path)
-    return parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
+    onboarding = parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
+    folder = Path(path).parent
+    return onboarding.model_copy(update={"all_flows": [_schema_path_from(flow, folder) for flow in onboarding.all_flows]})
+
+
+def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
+    """The flow with a relative ``source_schema_path`` taken relative to ``folder`` (the
+    onboarding file's), so the file is found whatever the working directory."""
+    declared = flow.source_details.source_schema_path
+    if not declared or Path(declared).is_absolute():
+        return flow
+    details = flow.source_details.model_copy(update={"source_schema_path": str(folder / declared)})
+    return flow.model_copy(update={"source_details": details})
 
 
 def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboarding>") -> Onboarding:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold.commit_point import at_point, commit_point
+from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
 
 INTERNAL = ("__op", "__sequence", "__commit_ts", "__txn_id")
@@ -24,7 +25,8 @@ def table_changes(changes: DataFrame, flow) -> DataFrame:
 def replica_at(changes: DataFrame, flow, points: DataFrame) -> DataFrame:
     """``flow``'s table at its source's commit point in ``points`` (source, sequence);
     ``changes`` is the source's silver change stream."""
-    typed = replica_changes(at_point(table_changes(changes, flow), points, flow.source), flow.column_filters)
+    at = at_point(table_changes(changes, flow), points, flow.source)
+    typed = replica_changes(at, flow.column_filters, declared_table(flow))
     if not all(k in typed.columns for k in flow.keys):  # nothing changed yet: no columns known
         return typed.sparkSession.createDataFrame([], ", ".join(f"`{k}` STRING" for k in flow.keys))
     newest_first = Window.partitionBy(*flow.keys).orderBy(F.col("__sequence").desc())

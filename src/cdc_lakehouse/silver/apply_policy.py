@@ -20,16 +20,21 @@ order or the repetitions in which the changes arrived.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.silver.declared_types import DeclaredTable, undeclared_columns
 from cdc_lakehouse.silver.replica_input import (
-    APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, rejection,
+    APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
+    misfits, rejection,
 )
 
 INSERT_OF_EXISTING_KEY = "insert_of_existing_key"
 UPDATE_OF_MISSING_KEY = "update_of_missing_key"
 DELETE_OF_MISSING_KEY = "delete_of_missing_key"
+UNDECLARED_COLUMN = "undeclared_column"
 ROW_ID = ["source", "schema", "table", "key"]
 
 ANOMALIES_COMMENT = (
@@ -48,8 +53,8 @@ ANOMALY_COLUMNS = (
     ("sequence", "STRUCT<position: BIGINT, txn: STRING>", "Commit order of the change (as in the change stream)."),
     ("op", "STRING", "Net change of the row in the transaction as the source sent it: INSERT, UPDATE, DELETE, NONE."),
     ("anomaly", "STRING", "Kind: insert_of_existing_key, update_of_missing_key, delete_of_missing_key, "
-                          "unknown_op, incomplete_key, bad_row_image, missing_sequence, or an impossible pair "
-                          "such as insert_after_insert."),
+                          "unknown_op, incomplete_key, bad_row_image, missing_sequence, value_does_not_fit, "
+                          "undeclared_column, or an impossible pair such as insert_after_insert."),
     ("applied_as", "STRING", "What the replicas did with the change: INSERT, UPDATE, DELETE, or NONE (not applied)."),
     ("detail", "STRING", "Why this is an anomaly, in words."),
     ("user", "STRING", "Database user that ran the transaction."),
@@ -85,14 +90,18 @@ def _same_change() -> Column:
     return F.when(F.col("origin") == "shadow", F.concat(F.lit("txn "), F.col("txn_id"))).otherwise(by_sequence)
 
 
-def with_previous(changes: DataFrame) -> DataFrame:
+def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) -> DataFrame:
     """The distinct changes with ``rejected`` (why a replica cannot take it) and, for applied
-    ones, the op and transaction of the previous applied change of the same row."""
+    ones, the op and transaction of the previous applied change of the same row. With
+    ``declared`` tables, also ``misfits`` (values that do not fit their declared types)."""
     # Partitioned by row once: both windows below partition by the row (the first by more), so
     # neither needs a shuffle of its own.
-    checked = distinct_changes(changes.repartition(*ROW_ID)).withColumn(
-        "rejected", rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"))
-    )
+    checked = distinct_changes(changes.repartition(*ROW_ID))
+    op, key, row = F.col("op"), F.col("key"), F.col("row")
+    if declared:
+        checked = checked.withColumn("misfits", per_table(declared, lambda t: misfits(op, key, row, t)))
+    found = F.col("misfits") if declared else None
+    checked = checked.withColumn("rejected", rejection(op, key, row, F.col("sequence"), found))
     applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
     # The last applied change before this one, in one pass: the others are skipped as NULLs.
     mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id")))
@@ -104,6 +113,13 @@ def with_previous(changes: DataFrame) -> DataFrame:
         .withColumn("previous_txn_id", F.col("__previous.txn_id"))
         .drop("__previous")
     )
+
+
+def per_table(declared: Sequence[DeclaredTable], build: Callable[[DeclaredTable], Column]) -> Column:
+    """``build(table)`` for the changes of each declared table; NULL for the other tables."""
+    return F.coalesce(*[
+        F.when((F.col("schema") == t.schema_name) & (F.col("table") == t.table_name), build(t)) for t in declared
+    ])
 
 
 # -- what the replicas did --------------------------------------------------------------------
@@ -156,7 +172,7 @@ def policy_anomaly() -> Column:
     )
 
 
-def rejection_anomaly() -> Column:
+def rejection_anomaly(declared: bool = False) -> Column:
     """The anomaly of a change the replicas held back (NULL when they took it)."""
     op, key = F.coalesce(F.col("op"), F.lit("NULL")), F.coalesce(F.col("key"), F.lit("NULL"))
     details = {
@@ -165,6 +181,11 @@ def rejection_anomaly() -> Column:
         BAD_ROW_IMAGE: F.lit("the row image is missing or is no JSON object: not applied"),
         MISSING_SEQUENCE: F.lit("the change has no sequence to be ordered by: not applied"),
     }
+    if declared:
+        details[VALUE_DOES_NOT_FIT] = F.concat(
+            F.lit("values that do not fit the declared type (source_schema_path): "),
+            F.array_join(F.col("misfits"), ", "), F.lit(": not applied"),
+        )
     detail = F.coalesce(*[F.when(F.col("rejected") == kind, text) for kind, text in details.items()])
     return F.when(F.col("rejected").isNotNull(), _anomaly(F.col("rejected"), detail))
 
@@ -185,12 +206,25 @@ def pair_anomalies() -> Column:
     return F.transform(F.array_sort(F.array_distinct(found)), one)
 
 
+def undeclared_anomaly(declared: Sequence[DeclaredTable]) -> Column:
+    """The columns an applied change's image has that its table's schema file does not declare."""
+    found = per_table(declared, lambda t: undeclared_columns(F.col("row"), t))
+    takes_image = F.col("op").isin("INSERT", "UPDATE") & F.col("rejected").isNull()
+    detail = F.concat(
+        F.lit("columns not declared in source_schema_path: "), F.array_join(found, ", "),
+        F.lit("; the replicas leave them out (their values stay in the change stream)"),
+    )
+    return F.when(takes_image & (F.coalesce(F.size(found), F.lit(0)) > 0), _anomaly(UNDECLARED_COLUMN, detail))
+
+
 # -- the table --------------------------------------------------------------------------------
-def anomalies(changes: DataFrame) -> DataFrame:
-    """One row per anomaly of the change stream ``changes`` (columns: ANOMALY_COLUMNS)."""
-    checked = with_previous(changes).withColumn("applied_as", applied_as())
+def anomalies(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) -> DataFrame:
+    """One row per anomaly of the change stream ``changes`` (columns: ANOMALY_COLUMNS);
+    ``declared``: the source's tables with declared types."""
+    checked = with_previous(changes, declared).withColumn("applied_as", applied_as())
     policy = F.when(F.col("rejected").isNull(), policy_anomaly())  # a held-back change has no place in the order
-    found = F.concat(F.array_compact(F.array(rejection_anomaly(), policy)), pair_anomalies())
+    of_change = [rejection_anomaly(bool(declared)), policy, *([undeclared_anomaly(declared)] if declared else [])]
+    found = F.concat(F.array_compact(F.array(*of_change)), pair_anomalies())
     exploded = checked.select("*", F.explode(found).alias("__a"))
     return exploded.select(
         *ROW_ID, "txn_id", "commit_ts", "sequence", "op",

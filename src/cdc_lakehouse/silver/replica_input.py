@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, misfit_columns
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.typing import infer_row_schema, typed
 
@@ -24,6 +25,7 @@ UNKNOWN_OP = "unknown_op"
 INCOMPLETE_KEY = "incomplete_key"
 BAD_ROW_IMAGE = "bad_row_image"
 MISSING_SEQUENCE = "missing_sequence"
+VALUE_DOES_NOT_FIT = "value_does_not_fit"  # only for tables with declared types
 
 
 def key_is_complete(key: Column) -> Column:
@@ -32,10 +34,11 @@ def key_is_complete(key: Column) -> Column:
     return F.coalesce((F.size(values) > 0) & F.forall(values, lambda v: v.isNotNull()), F.lit(False))
 
 
-def rejection(op: Column, key: Column, row: Column, sequence: Column) -> Column:
-    """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply)."""
+def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None) -> Column:
+    """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply).
+    ``misfits``: the columns whose values do not fit their declared types (``misfits()``)."""
     is_object = F.json_object_keys(row).isNotNull()
-    return (
+    why = (
         F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE), F.lit(UNKNOWN_OP))
         .when(op == NO_CHANGE, F.lit(None))
         .when(~key_is_complete(key), F.lit(INCOMPLETE_KEY))
@@ -43,12 +46,22 @@ def rejection(op: Column, key: Column, row: Column, sequence: Column) -> Column:
         .when((row.isNull() & (op != "DELETE")) | (row.isNotNull() & ~is_object), F.lit(BAD_ROW_IMAGE))
         .when(sequence.isNull() | sequence.getField("position").isNull(), F.lit(MISSING_SEQUENCE))
     )
+    return why if misfits is None else why.when(F.size(misfits) > 0, F.lit(VALUE_DOES_NOT_FIT))
 
 
-def applies() -> Column:
+def misfits(op: Column, key: Column, row: Column, table: DeclaredTable) -> Column:
+    """The columns of a change whose values do not fit the table's declared types. A delete
+    only needs its key: the rest of its image never reaches the replica."""
+    keys_only = table.key_schema
+    in_image = F.when(op == "DELETE", misfit_columns(row, keys_only)).otherwise(misfit_columns(row, table.schema))
+    return F.array_distinct(F.concat(in_image, misfit_columns(key_object(key), keys_only)))
+
+
+def applies(declared: DeclaredTable | None = None) -> Column:
     """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
-    op = F.col("op")
-    return op.isin(*APPLIED_OPS) & rejection(op, F.col("key"), F.col("row"), F.col("sequence")).isNull()
+    op, key, row = F.col("op"), F.col("key"), F.col("row")
+    found = misfits(op, key, row, declared) if declared else None
+    return op.isin(*APPLIED_OPS) & rejection(op, key, row, F.col("sequence"), found).isNull()
 
 
 def key_object(key: Column) -> Column:
@@ -73,8 +86,10 @@ def _json_string(text: Column) -> Column:
     return as_array.substr(F.lit(2), F.length(as_array) - 2)
 
 
-def replica_changes(changes: DataFrame, column_filters=None) -> DataFrame:
-    applied = changes.filter(applies()).select(
+def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredTable | None = None) -> DataFrame:
+    """The changes the replica takes, typed: with the declared types, else with the types the
+    rows' values show (which needs the rows, so never on a streaming DataFrame)."""
+    applied = changes.filter(applies(declared)).select(
         "row",
         key_object(F.col("key")).alias("__key"),
         F.col("op").alias("__op"),
@@ -82,5 +97,13 @@ def replica_changes(changes: DataFrame, column_filters=None) -> DataFrame:
         F.col("commit_ts").alias("__commit_ts"),
         F.col("txn_id").alias("__txn_id"),
     )
-    schema = infer_row_schema(applied, also="__key")
+    if declared:
+        schema = declared.schema
+    elif changes.isStreaming:
+        raise DeclaredSchemaError(
+            "a streaming change stream (Databricks) cannot be typed from its rows: declare the table's "
+            "columns in the flow's source_details.source_schema_path (docs/onboarding.md)"
+        )
+    else:
+        schema = infer_row_schema(applied, also="__key")
     return apply_column_filters(typed(applied, schema, fallback="__key"), column_filters)

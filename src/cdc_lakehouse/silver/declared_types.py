@@ -1,0 +1,109 @@
+"""Declared column types: a flow's ``source_details.source_schema_path`` (dlt-meta's key) names a
+file holding the source table's schema as Spark DDL (``customer_id BIGINT, price DECIMAL(10,2),
+...``), as dlt-meta reads it.
+
+A declared table's replicas take exactly these types, whatever the values look like: DECIMAL
+stays exact, DATE and TIMESTAMP are typed, and nothing depends on which rows come first. It is
+also what lets a replica be typed on a streaming DataFrame (Databricks), where no rows can be
+looked at before the query starts.
+
+A value that does not fit its declared type would reach the replica as NULL: such a change is
+held back and recorded as an anomaly instead (``misfit_columns``). A column the image has but the
+file does not declare would be lost from the replica: the change is applied and the column named
+in an anomaly (``undeclared_columns``); its values stay in the change stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+_ANY_VALUE = "map<string,string>"
+
+
+class DeclaredSchemaError(ValueError):
+    """A declared schema file that cannot be used, with the flow and file it concerns."""
+
+
+@dataclass(frozen=True)
+class DeclaredTable:
+    """A source table with declared types, as its flow sees it (source column names)."""
+
+    schema_name: str
+    table_name: str
+    schema: StructType
+    keys: tuple[str, ...]
+    ignored: tuple[str, ...] = ()  # columns the flow discards: leaving them undeclared loses nothing
+    kept: tuple[str, ...] | None = None  # the flow's column_list: only these reach the replica
+
+    @property
+    def key_schema(self) -> StructType:
+        return StructType([f for f in self.schema.fields if f.name in self.keys])
+
+
+def declared_table(flow) -> DeclaredTable | None:
+    """The flow's table with its declared schema; None when the flow declares none."""
+    schema = declared_schema(flow)
+    if schema is None:
+        return None
+    source = flow.column_filters.source_name
+    kept = tuple(map(source, flow.column_list)) if flow.column_list else None
+    return DeclaredTable(
+        flow.schema_name, flow.table_name, schema, tuple(map(source, flow.keys)),
+        ignored=(*flow.column_filters.drop, *map(source, flow.except_column_list)), kept=kept,
+    )
+
+
+def declared_schema(flow) -> StructType | None:
+    """The flow's declared source schema, checked to hold its key columns; None if undeclared.
+    A relative path is relative to the onboarding file (load_onboarding), else to the working
+    directory."""
+    declared = flow.source_details.source_schema_path
+    if not declared:
+        return None
+    where = f"flow {flow.data_flow_id} ({flow.qualified_table}): source_schema_path {declared}"
+    try:
+        ddl = Path(declared).read_text()
+    except OSError as exc:
+        raise DeclaredSchemaError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    schema = _parsed(ddl, where)
+    missing = [k for k in map(flow.column_filters.source_name, flow.keys) if k not in schema.names]
+    if missing:
+        raise DeclaredSchemaError(f"{where}: declares no column for the key {', '.join(missing)}")
+    return schema
+
+
+def _parsed(ddl: str, where: str) -> StructType:
+    try:
+        schema = _parse_datatype_string(ddl.strip())
+    except Exception as exc:  # noqa: BLE001 - Spark's parse errors have no common public type
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DeclaredSchemaError(f"{where}: not a Spark DDL schema: {first_line}") from None
+    if not isinstance(schema, StructType) or not schema.fields:
+        raise DeclaredSchemaError(f"{where}: must list columns, e.g. 'id BIGINT, name STRING'")
+    return schema
+
+
+def misfit_columns(row: Column, schema: StructType) -> Column:
+    """The declared columns whose value in the JSON image ``row`` does not fit the column's type
+    (present and not null, yet NULL once typed), as ``name (type)`` in declared order; empty
+    when all fit."""
+    raw = F.from_json(row, _ANY_VALUE)
+    typed = F.from_json(row, schema)
+    return F.array_compact(F.array(*[
+        F.when(raw[f.name].isNotNull() & typed[f.name].isNull(), F.lit(f"{f.name} ({f.dataType.simpleString()})"))
+        for f in schema.fields
+    ]))
+
+
+def undeclared_columns(row: Column, table: DeclaredTable) -> Column:
+    """The image's columns that reach the replica but are not declared, sorted; empty if none."""
+    known = F.array(*[F.lit(name) for name in (*table.schema.names, *table.ignored)])
+    found = F.array_except(F.coalesce(F.json_object_keys(row), F.array().cast("array<string>")), known)
+    if table.kept is not None:
+        found = F.filter(found, lambda name: name.isin(*table.kept))
+    return F.array_sort(found)
