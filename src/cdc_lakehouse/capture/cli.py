@@ -135,6 +135,26 @@ def cmd_binlog_marker_ddl(args) -> int:
     return 0
 
 
+@_clean_errors
+def cmd_schema_ddl(args) -> int:
+    from . import schema_ddl
+    from .connect import POSTGRES, connect, dialect_of
+
+    read = schema_ddl.postgres_source_columns if dialect_of(args.dsn) == POSTGRES else schema_ddl.mariadb_source_columns
+    conn = connect(args.dsn)
+    try:
+        ddl = schema_ddl.schema_ddl(read(conn, args.table))
+    finally:
+        conn.close()
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(ddl)
+        print(f"wrote {args.out}: set it as source_schema_path of the {args.table.qualified} flow", file=sys.stderr)
+    else:
+        sys.stdout.write(ddl)
+    return 0
+
+
 def _default_source(dsn: str) -> str:
     from urllib.parse import urlsplit
 
@@ -198,6 +218,13 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     marker.add_argument("--dsn")
     marker.add_argument("--apply", action="store_true")
     marker.set_defaults(func=cmd_binlog_marker_ddl)
+
+    types = sub.add_parser("schema-ddl", help="print (or write) a table's column types as Spark DDL, "
+                                              "for the flow's source_details.source_schema_path")
+    types.add_argument("--dsn", required=True, help="postgresql://... or mariadb://...")
+    types.add_argument("--table", type=_table, required=True, help="schema.table (parts may be \"quoted\")")
+    types.add_argument("--out", type=Path, help="file to write (default: print)")
+    types.set_defaults(func=cmd_schema_ddl)
 
     export = sub.add_parser("shadow-export", help="export committed shadow rows to landing files")
     export.add_argument("--dsn", required=True)
