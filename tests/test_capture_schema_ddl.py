@@ -33,9 +33,10 @@ def cli(*argv) -> int:
 @pytest.mark.parametrize(("column", "expected"), [
     (SourceColumn("n", "int", unsigned=True), "BIGINT"),
     (SourceColumn("n", "bigint", unsigned=True), "DECIMAL(20,0)"),
-    (SourceColumn("n", "numeric", 50, 2), "DECIMAL(38,2)"),  # wider than Spark's DECIMAL
-    (SourceColumn("n", "numeric", 65, 50), "DECIMAL(38,38)"),
-    (SourceColumn("n", "numeric"), "DECIMAL(38,18)"),        # PostgreSQL NUMERIC without precision
+    (SourceColumn("n", "numeric", 50, 2), "DECIMAL(38,0)"),   # wider than Spark's: integer digits first
+    (SourceColumn("n", "numeric", 65, 50), "DECIMAL(38,23)"),
+    (SourceColumn("n", "numeric", 5, -2), "DECIMAL(7,0)"),     # PostgreSQL negative scale
+    (SourceColumn("n", "numeric"), "DECIMAL(38,18)"),         # PostgreSQL NUMERIC without precision
     (SourceColumn("n", "decimal", 10, 0), "DECIMAL(10,0)"),
     (SourceColumn("n", "USER-DEFINED"), "STRING"),
 ])
@@ -103,19 +104,26 @@ POSTGRES_DDL = ("id INT,\nbig BIGINT,\nprice DECIMAL(10,2),\nany_number DECIMAL(
                 "j STRING,\ntags STRING\n")
 
 
-def test_postgres_table_types_hold_its_shadow_values(spark, tmp_path, capsys):
-    pg = fixtures.postgres()
-    schema = fixtures.unique_schema("ddl")
+def postgres_schema(*statements: str):
+    """The shared PostgreSQL server, a new schema and an autocommit connection, after running
+    ``statements`` (``{s}`` stands for the quoted schema)."""
+    pg, schema = fixtures.postgres(), fixtures.unique_schema("ddl")
     conn = pg.connect()
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute(f'CREATE SCHEMA "{schema}"')
-        cur.execute(f'CREATE TABLE "{schema}".t ({POSTGRES_COLUMNS})')
+        for statement in (f'CREATE SCHEMA "{schema}"', *statements):
+            cur.execute(statement.replace("{s}", f'"{schema}"'))
+    return pg, schema, conn
+
+
+def test_postgres_table_types_hold_its_shadow_values(spark, tmp_path, capsys):
+    pg, schema, conn = postgres_schema(f"CREATE TABLE {{s}}.t ({POSTGRES_COLUMNS})")
     capsys.readouterr()
-    assert cli("capture", "schema-ddl", "--dsn", pg.dsn, "--table", f"{schema}.t", "--out", str(tmp_path / "t.ddl")) == 0
+    table = f"{schema}.t"
+    assert cli("capture", "schema-ddl", "--dsn", pg.dsn, "--table", table, "--out", str(tmp_path / "t.ddl")) == 0
     ddl = (tmp_path / "t.ddl").read_text()
     assert ddl == POSTGRES_DDL
-    assert cli("capture", "shadow-ddl", "--dialect", "postgres", "--table", f"{schema}.t", "--dsn", pg.dsn, "--apply") == 0
+    assert cli("capture", "shadow-ddl", "--dialect", "postgres", "--table", table, "--dsn", pg.dsn, "--apply") == 0
     with conn.cursor() as cur:
         cur.execute(f'INSERT INTO "{schema}".t VALUES (1, -5, 1234.50, 12345678901234567890.123456789, 0.5, 0.25, '
                     "true, '2026-03-01', '2026-03-01 10:11:12.5', '2026-03-01 10:11:12+02', '10:11:12', 'Zoë', "
@@ -134,11 +142,31 @@ def test_postgres_table_types_hold_its_shadow_values(spark, tmp_path, capsys):
 
 
 def _shadow_values(folder: Path) -> dict:
-    rows = [json.loads(line, parse_float=Decimal) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    lines = [line for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    rows = [json.loads(line, parse_float=Decimal) for line in lines]
     assert len(rows) == 1, rows
     return rows[0]["values"]
 
 
 def test_a_missing_table_is_one_line(capsys):
     assert cli("capture", "schema-ddl", "--dsn", fixtures.postgres().dsn, "--table", "nowhere.t") == 2
-    assert capsys.readouterr().err.strip() == "error: no table nowhere.t"
+    assert capsys.readouterr().err.strip() == "error: no table nowhere.t (or no privilege to see its columns)"
+
+
+def test_every_table_of_a_schema_gets_its_file(tmp_path, capsys):
+    pg, schema, conn = postgres_schema(
+        "CREATE TABLE {s}.a (id bigint PRIMARY KEY, amount numeric(8,3))",
+        'CREATE TABLE {s}."odd/name" (id integer PRIMARY KEY)',
+        "CREATE VIEW {s}.v AS SELECT id FROM {s}.a",  # not a table: no file
+    )
+    conn.close()
+    assert cli("capture", "schema-ddl", "--dsn", pg.dsn, "--schema", schema, "--out-dir", str(tmp_path)) == 0
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        f"{schema}.a.ddl": "id BIGINT,\namount DECIMAL(8,3)\n", f"{schema}.odd%2Fname.ddl": "id INT\n"}
+    assert capsys.readouterr().err.count("wrote ") == 2
+
+
+@pytest.mark.parametrize("which", [("--schema", "shop"), ("--table", "shop.a", "shop.b")])
+def test_several_tables_need_a_folder(capsys, which):
+    assert cli("capture", "schema-ddl", "--dsn", "postgresql://u@127.0.0.1:9/db", *which) == 2
+    assert "write them with --out-dir DIR" in capsys.readouterr().err

@@ -53,6 +53,15 @@ def test_config_error_names_file_and_entry(tmp_path, capsys):
     assert "onboarding.yml" in err and "data_flow_id=101" in err and "keys" in err
 
 
+def test_a_missing_schema_file_is_one_line_naming_flow_and_file(tmp_path, capsys):
+    moved = tmp_path / "onboarding.yml"  # the demo's file without its conf/schemas folder
+    moved.write_text((REPO / "conf/onboarding.yml").read_text())
+    assert main(["run", "--config", str(moved), "--lake", str(tmp_path / "lake")]) == 2
+    said = "".join(capsys.readouterr().err.split())  # the console may wrap the line
+    missing = tmp_path / "schemas/shop/shop.customers.ddl"
+    assert f"error:flow101(shop.customers):source_schema_path{missing}:cannotread" in said
+
+
 def test_pipeline_run_on_any_folder(tmp_path, capsys):
     landing = tmp_path / "landing"
     write_jsonl(landing / "orders/1.jsonl", [{"order_id": 1, "customer": "a", "amount": 2.0, "region": "eu"}])

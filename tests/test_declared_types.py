@@ -17,22 +17,23 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.config import load_onboarding
+from cdc_lakehouse.config import OnboardingError, load_onboarding
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
 from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA
 from cdc_lakehouse.storage import DeltaRsStore
-from test_snapshot_support import SILVER_SOURCES, Binlog, products_onboarding, run
+from test_snapshot_support import SILVER_SOURCES, Binlog, products_onboarding, reconcile, run, write_snapshot
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
 DDL = "order_id BIGINT, price DECIMAL(10,2), placed DATE, note STRING"
 
 
-def onboarding_flow(tmp_path, ddl: str | None = DDL, schema_path: str = "schemas/app.orders.ddl", **apply):
+def onboarding_flow(tmp_path, ddl: str | None = DDL, schema_path: str = "schemas/app.orders.ddl",
+                    filters: dict | None = None, **apply):
     """One binlog flow of table app.orders whose schema file (relative to the onboarding file,
-    which is loaded from elsewhere) holds ``ddl``."""
+    which is loaded from elsewhere) holds ``ddl``; ``filters``: its column filters."""
     if ddl is not None:
         (tmp_path / "schemas").mkdir(exist_ok=True)
         (tmp_path / schema_path).write_text(ddl)
@@ -42,7 +43,7 @@ def onboarding_flow(tmp_path, ddl: str | None = DDL, schema_path: str = "schemas
         "bronze_database_dev": "bronze", "bronze_table": "src_binlog_events",
         "silver_database_dev": "silver", "silver_table": "src_orders",
         "silver_cdc_apply_changes": {"keys": ["order_id"], "sequence_by": "__sequence", "scd_type": "1", **apply},
-        "cdc_lakehouse": {"capture": "binlog", "source": "src"},
+        "cdc_lakehouse": {"capture": "binlog", "source": "src", **({"column_filters": filters} if filters else {})},
     }
     path = tmp_path / "onboarding.yml"
     path.write_text(yaml.safe_dump([flow]))
@@ -85,10 +86,29 @@ def test_a_value_that_does_not_fit_is_held_back_with_an_anomaly(spark, orders):
         change(1, "DELETE", 3, {"order_id": 1, "price": "five", "placed": "never"}),  # a delete needs its key only
     ])
     typed = replica_changes(changes, flow.column_filters, table)
-    assert [(r["__txn_id"], r["__op"]) for r in typed.orderBy("__txn_id").collect()] == [("t1", "INSERT"), ("t3", "DELETE")]
+    applied = [(r["__txn_id"], r["__op"]) for r in typed.orderBy("__txn_id").collect()]
+    assert applied == [("t1", "INSERT"), ("t3", "DELETE")]
     found = anomalies(changes, [table]).select("txn_id", "anomaly", "applied_as", "detail").collect()
     assert [(r["txn_id"], r["anomaly"], r["applied_as"]) for r in found] == [("t2", "value_does_not_fit", "NONE")]
     assert "price (decimal(10,2)): not applied" in found[0]["detail"]
+
+
+def test_more_decimals_than_the_declared_scale_do_not_fit(spark, orders):
+    """Spark would round 1.234 to 1.23: a change in value, so held back like any misfit."""
+    flow, table = orders
+    changes = stream(spark, [change(1, "INSERT", 1, {"order_id": 1, "price": 1.234}),
+                             change(2, "INSERT", 2, {"order_id": 2, "price": 1.2300})])
+    assert [r["order_id"] for r in replica_changes(changes, flow.column_filters, table).collect()] == [2]
+    assert [r["anomaly"] for r in anomalies(changes, [table]).collect()] == ["value_does_not_fit"]
+
+
+def test_only_values_that_reach_the_replica_must_fit(spark, tmp_path):
+    flow = onboarding_flow(tmp_path, filters={"drop": ["placed"]}, except_column_list=["price"])
+    table = declared_table(flow)
+    bad_but_unused = {"order_id": 1, "price": "five", "placed": "never", "note": "x"}
+    changes = stream(spark, [change(1, "INSERT", 1, bad_but_unused)])
+    assert replica_changes(changes, flow.column_filters, table).count() == 1
+    assert anomalies(changes, [table]).count() == 0
 
 
 def test_a_key_that_does_not_fit_holds_back_even_a_delete(spark, tmp_path):
@@ -125,8 +145,8 @@ def test_undeclared_tables_of_the_source_keep_inferred_types_and_no_new_anomalie
 
 def test_without_a_schema_file_a_streaming_change_stream_is_a_clear_error(spark, tmp_path):
     changes = spark.readStream.schema(CHANGE_STREAM_SCHEMA).json(str(tmp_path))
-    with pytest.raises(DeclaredSchemaError, match="source_schema_path"):
-        replica_changes(changes)
+    with pytest.raises(DeclaredSchemaError, match="^flow 1 .app.orders.: a streaming .*source_schema_path"):
+        replica_changes(changes, table="flow 1 (app.orders)")
 
 
 def test_with_a_schema_file_a_streaming_change_stream_is_typed_without_looking_at_rows(spark, orders, tmp_path):
@@ -141,13 +161,16 @@ def test_with_a_schema_file_a_streaming_change_stream_is_typed_without_looking_a
     assert [(r["order_id"], r["price"]) for r in spark.table("declared_typed").collect()] == [(1, Decimal("2.50"))]
 
 
-@pytest.mark.parametrize(("ddl", "problem"), [
-    (None, "cannot read"),
-    ("order_id BIGINT, price NUMBERISH", "not a Spark DDL schema"),
-    ("price DECIMAL(10,2)", "declares no column for the key order_id"),
+@pytest.mark.parametrize(("ddl", "apply", "problem"), [
+    (None, {}, "cannot read"),
+    ("order_id BIGINT, price NUMBERISH", {}, "not a Spark DDL schema"),
+    ("price DECIMAL(10,2)", {}, "declares no column for the key order_id"),
+    (DDL, {"column_list": ["order_id", "status"]}, "declares no column for the column_list entry status"),
+    (DDL, {"scd_type": "2", "track_history_column_list": ["price", "tier"]},
+     "declares no column for the track_history_column_list entry tier"),
 ])
-def test_a_schema_file_that_cannot_be_used_names_the_flow_and_the_file(spark, tmp_path, ddl, problem):
-    flow = onboarding_flow(tmp_path, ddl)
+def test_a_schema_file_that_cannot_be_used_names_the_flow_and_the_file(spark, tmp_path, ddl, apply, problem):
+    flow = onboarding_flow(tmp_path, ddl, **apply)
     with pytest.raises(DeclaredSchemaError, match=problem) as error:
         declared_table(flow)
     assert "flow 1 (app.orders)" in str(error.value)
@@ -175,7 +198,8 @@ def test_the_pipeline_applies_the_declared_types_and_records_what_they_refuse(sp
     assertDataFrameEqual(store.read("silver.shop_products"),
                          spark.createDataFrame([(1, "A", "tea", Decimal("3.75"), 7)], declared))
     history = store.read("silver.shop_products_history")
-    assert history.select("product_id", "sku", "name", "price", "stock").schema == spark.createDataFrame([], declared).schema
+    columns = history.select("product_id", "sku", "name", "price", "stock")
+    assert columns.schema == spark.createDataFrame([], declared).schema
     assert sorted(r["price"] for r in history.collect()) == [Decimal("3.50"), Decimal("3.75")]
     found = store.read("silver.shop_anomalies").select("key", "txn_id", "anomaly", "applied_as", "detail").collect()
     assert sorted((r["key"], r["txn_id"], r["anomaly"], r["applied_as"]) for r in found) == [
@@ -185,9 +209,20 @@ def test_the_pipeline_applies_the_declared_types_and_records_what_they_refuse(sp
     assert any("price (decimal(10,2))" in r["detail"] for r in found)
     assert any("color" in r["detail"] for r in found)
 
+    # A snapshot with the undeclared column: the replica never holds it, so it corrects nothing.
+    write_snapshot(landing, "s1", [{**tea, "price": 3.75, "color": "green"}])
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert {k: outcome.counts[k] for k in ("inserts", "updates", "deletes", "unchanged")} == {
+        "inserts": 0, "updates": 0, "deletes": 0, "unchanged": 1}
+
     # Declaring the new column and refreshing the replicas brings its values in.
     (tmp_path / "products.ddl").write_text(f"{declared}, color string")
     run_pipeline(spark, SILVER_SOURCES, lake, {"cdc_lakehouse.landing_path": str(landing),
                                                "cdc_lakehouse.onboarding_file": str(onboarding)}, full_refresh=True)
     assert [r.asDict() for r in store.read("silver.shop_products").select("product_id", "color").collect()] == [
         {"product_id": 1, "color": "green"}]
+
+
+def test_a_uri_is_refused_when_the_onboarding_file_loads(tmp_path):
+    with pytest.raises(OnboardingError, match="source_schema_path: .*not a URI"):
+        onboarding_flow(tmp_path, schema_path="dbfs:/schemas/app.orders.ddl", ddl=None)

@@ -19,7 +19,8 @@ def define_replica(flow) -> None:
         changes = dlt.read_stream(f"{settings.silver}.{flow.source}_changes").filter(
             (F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name)
         )
-        return replica_changes(changes, flow.column_filters, declared)
+        named = f"flow {flow.data_flow_id} ({flow.qualified_table})"
+        return replica_changes(changes, flow.column_filters, declared, named)
 
     replica = f"{settings.silver}.{flow.silver_table}"
     dlt.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",

@@ -22,12 +22,12 @@ PASSWORD_ENV = "CDC_CAPTURE_PASSWORD"
 
 
 def _clean_errors(cmd):
-    """Bad input, a missing table, or a server that refuses (unreachable, bad login, no binary
-    log): one line and exit code 2, in any parent CLI."""
+    """Bad input, a missing table, a file that cannot be written, or a server that refuses
+    (unreachable, bad login, no binary log): one line and exit code 2, in any parent CLI."""
     def run(args) -> int:
         try:
             return cmd(args)
-        except (ValueError, LookupError, *_database_errors()) as exc:
+        except (ValueError, LookupError, OSError, *_database_errors()) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except ModuleNotFoundError as exc:  # a capture host with only one database's driver
@@ -137,22 +137,31 @@ def cmd_binlog_marker_ddl(args) -> int:
 
 @_clean_errors
 def cmd_schema_ddl(args) -> int:
-    from . import schema_ddl
-    from .connect import POSTGRES, connect, dialect_of
+    from .connect import connect, dialect_of
+    from .schema_ddl import table_ddls
 
-    read = schema_ddl.postgres_source_columns if dialect_of(args.dsn) == POSTGRES else schema_ddl.mariadb_source_columns
+    if (args.schema or len(args.table) > 1) and not args.out_dir:
+        raise ValueError("several tables (--schema, or more than one --table): write them with --out-dir DIR")
     conn = connect(args.dsn)
     try:
-        ddl = schema_ddl.schema_ddl(read(conn, args.table))
+        ddls = table_ddls(conn, dialect_of(args.dsn), args.table, args.schema)
     finally:
         conn.close()
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(ddl)
-        print(f"wrote {args.out}: set it as source_schema_path of the {args.table.qualified} flow", file=sys.stderr)
+    if args.out_dir or args.out:
+        _write_ddls(ddls, args.out, args.out_dir)
     else:
-        sys.stdout.write(ddl)
+        sys.stdout.write(*ddls.values())
     return 0
+
+
+def _write_ddls(ddls: dict, out: Path | None, out_dir: Path | None) -> None:
+    from .landing import table_folder
+
+    for table, ddl in ddls.items():
+        path = out or out_dir / f"{table_folder(table.schema, table.table)}.ddl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(ddl)
+        print(f"wrote {path}: the source_schema_path of the {table.qualified} flow", file=sys.stderr)
 
 
 def _default_source(dsn: str) -> str:
@@ -219,11 +228,15 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     marker.add_argument("--apply", action="store_true")
     marker.set_defaults(func=cmd_binlog_marker_ddl)
 
-    types = sub.add_parser("schema-ddl", help="print (or write) a table's column types as Spark DDL, "
-                                              "for the flow's source_details.source_schema_path")
+    types = sub.add_parser("schema-ddl", help="print (or write) tables' column types as Spark DDL, "
+                                              "for each flow's source_details.source_schema_path")
     types.add_argument("--dsn", required=True, help="postgresql://... or mariadb://...")
-    types.add_argument("--table", type=_table, required=True, help="schema.table (parts may be \"quoted\")")
-    types.add_argument("--out", type=Path, help="file to write (default: print)")
+    which = types.add_mutually_exclusive_group(required=True)
+    which.add_argument("--table", type=_table, nargs="+", default=[], help="schema.table (parts may be \"quoted\")")
+    which.add_argument("--schema", help="every table of this schema (needs --out-dir)")
+    where = types.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="file to write, for one table (default: print)")
+    where.add_argument("--out-dir", type=Path, help="folder to write <schema>.<table>.ddl files into")
     types.set_defaults(func=cmd_schema_ddl)
 
     export = sub.add_parser("shadow-export", help="export committed shadow rows to landing files")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .connect import MARIADB, POSTGRES
 from .sqlquote import TableName
 
 _MAX_DECIMAL_PRECISION = 38  # Spark's DECIMAL limit
@@ -49,12 +50,16 @@ def spark_type(column: SourceColumn) -> str:
 
 
 def _decimal(precision: int | None, scale: int | None) -> str:
-    """DECIMAL(p,s) as declared. Wider or unbounded ones take Spark's widest: a value beyond it
-    is held back as an anomaly (value_does_not_fit), where text or DOUBLE would round it."""
-    if precision is None:
+    """DECIMAL(p,s) as declared. Beyond Spark's 38 digits the integer digits are kept and
+    decimals given up first; a value that still does not fit is held back as an anomaly
+    (value_does_not_fit), where text or DOUBLE would round it."""
+    if precision is None:  # PostgreSQL NUMERIC without precision
         return f"DECIMAL({_MAX_DECIMAL_PRECISION},{_UNBOUNDED_SCALE})"
-    precision, scale = min(precision, _MAX_DECIMAL_PRECISION), scale or 0
-    return f"DECIMAL({precision},{min(scale, precision)})"
+    scale = scale or 0
+    if scale < 0:  # PostgreSQL NUMERIC(5,-2): up to 7 integer digits, rounded to hundreds
+        precision, scale = precision - scale, 0
+    excess = max(0, precision - _MAX_DECIMAL_PRECISION)
+    return f"DECIMAL({precision - excess},{max(0, scale - excess)})"
 
 
 def schema_ddl(columns: list[SourceColumn]) -> str:
@@ -67,25 +72,42 @@ def _quoted(name: str) -> str:
     return name if plain else "`" + name.replace("`", "``") + "`"
 
 
-def mariadb_source_columns(conn, table: TableName) -> list[SourceColumn]:
-    return _catalog_columns(conn, table, (
-        "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, COLUMN_TYPE LIKE '%%unsigned%%' "
-        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
-    ))
+_TABLES = {
+    MARIADB: "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE' "
+             "ORDER BY TABLE_NAME",
+    POSTGRES: "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE' "
+              "ORDER BY table_name",
+}
+_COLUMNS = {
+    MARIADB: "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, COLUMN_TYPE LIKE '%%unsigned%%' "
+             "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+    POSTGRES: "SELECT column_name, data_type, numeric_precision, numeric_scale, false "
+              "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+}
 
 
-def postgres_source_columns(conn, table: TableName) -> list[SourceColumn]:
-    return _catalog_columns(conn, table, (
-        "SELECT column_name, data_type, numeric_precision, numeric_scale, false "
-        "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position"
-    ))
+def source_tables(conn, dialect: str, schema: str) -> list[TableName]:
+    rows = _fetch(conn, _TABLES[dialect], (schema,), f"no tables in schema {schema} (or no privilege to see them)")
+    return [TableName(schema, name) for (name,) in rows]
 
 
-def _catalog_columns(conn, table: TableName, query: str) -> list[SourceColumn]:
-    with conn.cursor() as cur:
-        cur.execute(query, (table.schema, table.table))
-        rows = cur.fetchall()
-    if not rows:
-        raise LookupError(f"no table {table.qualified}")
+def source_columns(conn, dialect: str, table: TableName) -> list[SourceColumn]:
+    rows = _fetch(conn, _COLUMNS[dialect], (table.schema, table.table),
+                  f"no table {table.qualified} (or no privilege to see its columns)")
     return [SourceColumn(name, kind.lower(), precision, scale, bool(unsigned))
             for name, kind, precision, scale, unsigned in rows]
+
+
+def _fetch(conn, query: str, params: tuple, missing: str) -> list[tuple]:
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        rows = cur.fetchall()
+    if not rows:
+        raise LookupError(missing)
+    return rows
+
+
+def table_ddls(conn, dialect: str, tables: list[TableName], schema: str | None = None) -> dict[TableName, str]:
+    """The DDL of each of ``tables``, or of every table of ``schema`` when none are named."""
+    return {table: schema_ddl(source_columns(conn, dialect, table))
+            for table in tables or source_tables(conn, dialect, schema)}

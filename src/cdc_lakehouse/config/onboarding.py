@@ -79,6 +79,7 @@ UNSUPPORTED_KEYS = {
 
 _ENV_NAME = re.compile(r"^[A-Za-z0-9]+$")
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # dbfs:/..., s3://...
 
 
 class OnboardingError(ValueError):
@@ -149,6 +150,15 @@ class SourceDetails(_Strict):
     source_schema_path: str | None = None
     source_catalog: str | None = None
     source_metadata: dict[str, Any] | None = None
+
+    @field_validator("source_schema_path")
+    @classmethod
+    def _schema_file_is_a_path(cls, value: str | None) -> str | None:
+        # The pipeline reads it as a file when it defines the replicas, not through Spark.
+        if value is not None and _URI.match(value):
+            raise ValueError(f"must be a file path (/Volumes/..., /Workspace/..., or relative to the "
+                             f"onboarding file), not a URI (got {value!r})")
+        return value
 
 
 class CdcApplyChanges(_Strict):
@@ -438,8 +448,8 @@ def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboar
     """Read and validate an onboarding file, resolving ``*_<env>`` keys for ``env``."""
     where = str(path)
     onboarding = parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
-    folder = Path(path).parent
-    return onboarding.model_copy(update={"all_flows": [_schema_path_from(flow, folder) for flow in onboarding.all_flows]})
+    flows = [_schema_path_from(flow, Path(path).parent) for flow in onboarding.all_flows]
+    return onboarding.model_copy(update={"all_flows": flows})
 
 
 def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:

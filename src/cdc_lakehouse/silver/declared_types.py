@@ -20,9 +20,10 @@ from pathlib import Path
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import DecimalType, StructType, _parse_datatype_string
 
 _ANY_VALUE = "map<string,string>"
+_DECIMALS = r"\.([0-9]*[1-9])0*$"  # the significant digits after the point
 
 
 class DeclaredSchemaError(ValueError):
@@ -43,6 +44,14 @@ class DeclaredTable:
     @property
     def key_schema(self) -> StructType:
         return StructType([f for f in self.schema.fields if f.name in self.keys])
+
+    @property
+    def replicated_schema(self) -> StructType:
+        """The declared columns that reach the replica: only their values must fit."""
+        def reaches(name: str) -> bool:
+            return name in self.keys or (name not in self.ignored and (self.kept is None or name in self.kept))
+
+        return StructType([f for f in self.schema.fields if reaches(f.name)])
 
 
 def declared_table(flow) -> DeclaredTable | None:
@@ -71,14 +80,25 @@ def declared_schema(flow) -> StructType | None:
     except OSError as exc:
         raise DeclaredSchemaError(f"{where}: cannot read: {exc.strerror or exc}") from None
     schema = _parsed(ddl, where)
-    missing = [k for k in map(flow.column_filters.source_name, flow.keys) if k not in schema.names]
-    if missing:
-        raise DeclaredSchemaError(f"{where}: declares no column for the key {', '.join(missing)}")
+    for role, columns in _named_columns(flow).items():
+        missing = [c for c in map(flow.column_filters.source_name, columns) if c not in schema.names]
+        if missing:
+            raise DeclaredSchemaError(f"{where}: declares no column for the {role} {', '.join(missing)}")
     return schema
 
 
+def _named_columns(flow) -> dict[str, list[str]]:
+    """The columns the flow's APPLY CHANGES arguments name (silver names): AUTO CDC fails on any
+    the replica lacks."""
+    return {
+        "key": flow.keys, "column_list entry": flow.column_list or [],
+        "track_history_column_list entry": flow.track_history_column_list or [],
+        "track_history_except_column_list entry": flow.track_history_except_column_list or [],
+    }
+
+
 def _parsed(ddl: str, where: str) -> StructType:
-    try:
+    try:  # StructType.fromDDL is Spark 4 only; Databricks runtimes on Spark 3.5 have this one
         schema = _parse_datatype_string(ddl.strip())
     except Exception as exc:  # noqa: BLE001 - Spark's parse errors have no common public type
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -94,10 +114,14 @@ def misfit_columns(row: Column, schema: StructType) -> Column:
     when all fit."""
     raw = F.from_json(row, _ANY_VALUE)
     typed = F.from_json(row, schema)
-    return F.array_compact(F.array(*[
-        F.when(raw[f.name].isNotNull() & typed[f.name].isNull(), F.lit(f"{f.name} ({f.dataType.simpleString()})"))
-        for f in schema.fields
-    ]))
+
+    def misfit(f) -> Column:
+        lost = raw[f.name].isNotNull() & typed[f.name].isNull()
+        if isinstance(f.dataType, DecimalType):  # Spark rounds extra decimals instead of refusing
+            lost = lost | (F.length(F.regexp_extract(raw[f.name], _DECIMALS, 1)) > f.dataType.scale)
+        return F.when(lost, F.lit(f"{f.name} ({f.dataType.simpleString()})"))
+
+    return F.array_compact(F.array(*[misfit(f) for f in schema.fields]))
 
 
 def undeclared_columns(row: Column, table: DeclaredTable) -> Column:

@@ -49,19 +49,26 @@ def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: C
     return why if misfits is None else why.when(F.size(misfits) > 0, F.lit(VALUE_DOES_NOT_FIT))
 
 
-def misfits(op: Column, key: Column, row: Column, table: DeclaredTable) -> Column:
-    """The columns of a change whose values do not fit the table's declared types. A delete
-    only needs its key: the rest of its image never reaches the replica."""
-    keys_only = table.key_schema
-    in_image = F.when(op == "DELETE", misfit_columns(row, keys_only)).otherwise(misfit_columns(row, table.schema))
-    return F.array_distinct(F.concat(in_image, misfit_columns(key_object(key), keys_only)))
+def misfits(table: DeclaredTable) -> Column:
+    """The columns of a change whose values do not fit the table's declared types. Only values
+    that reach the replica count, and a delete only needs its key."""
+    op, keys_only = F.col("op"), table.key_schema
+    in_image = misfit_columns(F.col("row"), table.replicated_schema)
+    deleted_key = misfit_columns(F.col("row"), keys_only)
+    return F.array_distinct(F.concat(
+        F.when(op == "DELETE", deleted_key).otherwise(in_image), misfit_columns(key_object(F.col("key")), keys_only),
+    ))
+
+
+def change_rejection(found_misfits: Column | None = None) -> Column:
+    """``rejection`` of the change-stream row in hand; ``found_misfits`` as ``misfits`` gives them."""
+    return rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"), found_misfits)
 
 
 def applies(declared: DeclaredTable | None = None) -> Column:
     """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
-    op, key, row = F.col("op"), F.col("key"), F.col("row")
-    found = misfits(op, key, row, declared) if declared else None
-    return op.isin(*APPLIED_OPS) & rejection(op, key, row, F.col("sequence"), found).isNull()
+    found = misfits(declared) if declared else None
+    return F.col("op").isin(*APPLIED_OPS) & change_rejection(found).isNull()
 
 
 def key_object(key: Column) -> Column:
@@ -86,9 +93,11 @@ def _json_string(text: Column) -> Column:
     return as_array.substr(F.lit(2), F.length(as_array) - 2)
 
 
-def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredTable | None = None) -> DataFrame:
+def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredTable | None = None,
+                    table: str = "this table") -> DataFrame:
     """The changes the replica takes, typed: with the declared types, else with the types the
-    rows' values show (which needs the rows, so never on a streaming DataFrame)."""
+    rows' values show (which needs the rows, so never on a streaming DataFrame). ``table``
+    names the table in errors."""
     applied = changes.filter(applies(declared)).select(
         "row",
         key_object(F.col("key")).alias("__key"),
@@ -101,8 +110,8 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
         schema = declared.schema
     elif changes.isStreaming:
         raise DeclaredSchemaError(
-            "a streaming change stream (Databricks) cannot be typed from its rows: declare the table's "
-            "columns in the flow's source_details.source_schema_path (docs/onboarding.md)"
+            f"{table}: a streaming change stream (Databricks) cannot be typed from its rows: declare the "
+            "table's columns in the flow's source_details.source_schema_path (docs/onboarding.md)"
         )
     else:
         schema = infer_row_schema(applied, also="__key")

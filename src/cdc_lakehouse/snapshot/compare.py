@@ -38,6 +38,7 @@ from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 from cdc_lakehouse.cdc.apply import SEQ, state_table_name
 from cdc_lakehouse.cdc.snapshot import OP, diff_ops
 from cdc_lakehouse.silver import keys as canonical_keys
+from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.net_change import changed_columns
 
@@ -56,14 +57,17 @@ class TableSpec:
     filters: object | None = None  # onboarding ColumnFilters
     column_list: tuple[str, ...] | None = None
     except_columns: frozenset[str] = frozenset()
+    declared: frozenset[str] | None = None  # source columns of the flow's schema file, if it has one
 
     @classmethod
     def from_flow(cls, flow, silver_schema: str = "silver") -> "TableSpec":
+        declared = declared_table(flow)
         return cls(
             source=flow.source, table=flow.qualified_table, keys=tuple(flow.keys),
             replica=f"{silver_schema}.{flow.silver_table}", filters=flow.column_filters,
             column_list=tuple(flow.column_list) if flow.column_list else None,
             except_columns=frozenset(flow.except_column_list),
+            declared=frozenset(declared.schema.names) if declared else None,
         )
 
     @property
@@ -88,6 +92,10 @@ class TableSpec:
 
     def removed_at_source(self, source_column: str) -> bool:
         return self.filters is not None and source_column in self.filters.drop
+
+    def undeclared(self, source_column: str) -> bool:
+        """A column the schema file leaves out: the replica never holds it (undeclared_column)."""
+        return self.declared is not None and source_column not in self.declared
 
 
 @dataclass
@@ -158,7 +166,8 @@ def canonical_key(line: Column, source_keys: list[str]) -> Column:
 # -- pass 1: narrow compare ----------------------------------------------------------------
 def parse_schema(replica: DataFrame, spec: TableSpec, snapshot_columns: list[str]) -> StructType:
     """Source-named columns with the replica's types; hashed/masked columns as text (their
-    replica type is the filter's output), snapshot-only columns as text."""
+    replica type is the filter's output), snapshot-only columns as text unless the replica can
+    never hold them (dropped, excluded, or left out of the flow's schema file)."""
     filtered = set(spec.filters.hash) | set(spec.filters.mask) if spec.filters is not None else set()
     fields, names = [], set()
     for f in replica.schema.fields:
@@ -166,7 +175,7 @@ def parse_schema(replica: DataFrame, spec: TableSpec, snapshot_columns: list[str
         fields.append(StructField(name, StringType() if name in filtered else f.dataType))
         names.add(name)
     for column in snapshot_columns:
-        new = column not in names and not spec.removed_at_source(column)
+        new = column not in names and not spec.removed_at_source(column) and not spec.undeclared(column)
         if new and spec.replicated(spec.silver_name(column)):
             fields.append(StructField(column, StringType()))
     return StructType(fields)
