@@ -51,8 +51,10 @@ def onboarding_flow(tmp_path, ddl: str | None = DDL, schema_path: str = "schemas
 
 
 def change(order_id, op, pos, row):
+    """A change of app.orders; ``row`` is the image as a dict, or as JSON text to write it exactly."""
     key = json.dumps({"order_id": str(order_id)}, separators=(",", ":"))
-    return ("src", "app", "orders", key, op, None if row is None else json.dumps(row), None, [], [], 1, f"t{pos}",
+    image = row if row is None or isinstance(row, str) else json.dumps(row)
+    return ("src", "app", "orders", key, op, image, None, [], [], 1, f"t{pos}",
             T0 + timedelta(seconds=pos), (pos, f"t{pos}"), "u", "r", "binlog")
 
 
@@ -100,6 +102,21 @@ def test_more_decimals_than_the_declared_scale_do_not_fit(spark, orders):
                              change(2, "INSERT", 2, {"order_id": 2, "price": 1.2300})])
     assert [r["order_id"] for r in replica_changes(changes, flow.column_filters, table).collect()] == [2]
     assert [r["anomaly"] for r in anomalies(changes, [table]).collect()] == ["value_does_not_fit"]
+
+
+KINDS = "order_id BIGINT, p DECIMAL(10,2), f FLOAT, x DOUBLE, d DATE, n INT"
+
+
+@pytest.mark.parametrize(("value", "fits"), [
+    ('"p":100.0', True), ('"p":1.2E-5', False), ('"p":1.5E1', True),   # Spark would read 0.00 for 1.2E-5
+    ('"f":0.5', True), ('"f":1e300', False), ('"x":1e300', True),      # a FLOAT overflows to infinity
+    ('"d":"2026-03-01"', True), ('"d":"2026-03-01T10:00:00"', False),  # the time would be cut off
+    ('"n":3', True), ('"n":3.7', False), ('"n":3000000000', False),
+])
+def test_a_value_spark_would_change_does_not_fit(spark, tmp_path, value, fits):
+    flow = onboarding_flow(tmp_path, KINDS)
+    changes = stream(spark, [change(1, "INSERT", 1, '{"order_id":1,%s}' % value)])
+    assert replica_changes(changes, flow.column_filters, declared_table(flow)).count() == (1 if fits else 0)
 
 
 def test_only_values_that_reach_the_replica_must_fit(spark, tmp_path):

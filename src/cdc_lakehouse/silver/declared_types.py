@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, StructType, _parse_datatype_string
+from pyspark.sql.types import DateType, DecimalType, DoubleType, FloatType, StructType, _parse_datatype_string
 
 _ANY_VALUE = "map<string,string>"
 _DECIMALS = r"\.([0-9]*[1-9])0*$"  # the significant digits after the point
@@ -116,12 +116,24 @@ def misfit_columns(row: Column, schema: StructType) -> Column:
     typed = F.from_json(row, schema)
 
     def misfit(f) -> Column:
-        lost = raw[f.name].isNotNull() & typed[f.name].isNull()
-        if isinstance(f.dataType, DecimalType):  # Spark rounds extra decimals instead of refusing
-            lost = lost | (F.length(F.regexp_extract(raw[f.name], _DECIMALS, 1)) > f.dataType.scale)
+        lost = raw[f.name].isNotNull() & (typed[f.name].isNull() | _changed(raw[f.name], typed[f.name], f.dataType))
         return F.when(lost, F.lit(f"{f.name} ({f.dataType.simpleString()})"))
 
     return F.array_compact(F.array(*[misfit(f) for f in schema.fields]))
+
+
+def _changed(raw: Column, value: Column, kind) -> Column:
+    """Where Spark's JSON reader changes a value instead of refusing it: it rounds a DECIMAL to
+    its scale, overflows a FLOAT or DOUBLE to infinity and cuts the time off a DATE."""
+    if isinstance(kind, DecimalType):
+        extra_decimals = F.length(F.regexp_extract(raw, _DECIMALS, 1)) > kind.scale
+        exponent_rounded = raw.rlike("[eE]") & (raw.cast("double") != value.cast("double"))
+        return extra_decimals | exponent_rounded
+    if isinstance(kind, (FloatType, DoubleType)):
+        return (F.abs(value) == F.lit(float("inf"))) & ~F.lower(raw).contains("inf")
+    if isinstance(kind, DateType):
+        return raw.rlike("[T ][0-9]")
+    return F.lit(False)
 
 
 def undeclared_columns(row: Column, table: DeclaredTable) -> Column:
