@@ -1,7 +1,7 @@
 """``cdc-lakehouse capture schema-ddl``: a live table's columns as the Spark DDL a flow's
 ``source_schema_path`` names. The types must hold every value the capture writes: a row of every
 kind of column is captured (binlog for MariaDB, shadow export for PostgreSQL) and typed with the
-generated DDL, and no value may be lost (``misfit_columns``) or change."""
+generated DDL, and no value may be lost (``misfit_fields``) or change."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cdc_lakehouse.capture.cli import add_capture_commands
 from cdc_lakehouse.capture.landing import to_json
 from cdc_lakehouse.capture.schema_ddl import SourceColumn, spark_type
 from cdc_lakehouse.capture.sqlquote import my_ident
-from cdc_lakehouse.silver.declared_types import misfit_columns
+from cdc_lakehouse.silver.declared_types import as_text, misfit_fields
 
 
 def cli(*argv) -> int:
@@ -47,8 +47,8 @@ def test_types_beyond_spark_s_own_are_mapped_to_hold_values_exactly_or_as_text(c
 def typed_without_loss(spark, ddl: str, image: dict) -> dict:
     schema = _parse_datatype_string(ddl)
     row = spark.createDataFrame([(to_json(image),)], "row string")  # numbers exactly as landed
-    checked = row.select(misfit_columns(F.col("row"), schema).alias("misfits"), F.from_json("row", schema).alias("t"))
-    found = checked.first()
+    parsed = row.select(F.from_json("row", as_text(schema)).alias("raw"), F.from_json("row", schema).alias("t"))
+    found = parsed.select(misfit_fields(F.col("raw"), F.col("t"), schema.fields).alias("misfits"), "t").first()
     assert found["misfits"] == [], found["misfits"]
     return found["t"].asDict()
 

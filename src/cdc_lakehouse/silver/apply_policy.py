@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.silver.declared_types import DeclaredTable, undeclared_columns
 from cdc_lakehouse.silver.replica_input import (
     APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
-    change_rejection, misfits,
+    change_rejection, with_misfits,
 )
 
 INSERT_OF_EXISTING_KEY = "insert_of_existing_key"
@@ -98,8 +98,8 @@ def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) ->
     # neither needs a shuffle of its own.
     checked = distinct_changes(changes.repartition(*ROW_ID))
     if declared:
-        checked = checked.withColumn("misfits", per_table(declared, misfits))
-    checked = checked.withColumn("rejected", change_rejection(F.col("misfits") if declared else None))
+        checked = with_misfits(checked, declared)
+    checked = checked.withColumn("rejected", change_rejection(bool(declared)))
     applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
     # The last applied change before this one, in one pass: the others are skipped as NULLs.
     mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id")))

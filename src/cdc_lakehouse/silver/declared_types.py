@@ -8,7 +8,7 @@ also what lets a replica be typed on a streaming DataFrame (Databricks), where n
 looked at before the query starts.
 
 A value that does not fit its declared type would reach the replica as NULL: such a change is
-held back and recorded as an anomaly instead (``misfit_columns``). A column the image has but the
+held back and recorded as an anomaly instead (``misfit_fields``). A column the image has but the
 file does not declare would be lost from the replica: the change is applied and the column named
 in an anomaly (``undeclared_columns``); its values stay in the change stream.
 """
@@ -20,9 +20,10 @@ from pathlib import Path
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, DecimalType, DoubleType, FloatType, StructType, _parse_datatype_string
+from pyspark.sql.types import (
+    DateType, DecimalType, DoubleType, FloatType, StringType, StructField, StructType, _parse_datatype_string,
+)
 
-_ANY_VALUE = "map<string,string>"
 _DECIMALS = r"\.([0-9]*[1-9])0*$"  # the significant digits after the point
 
 
@@ -108,18 +109,22 @@ def _parsed(ddl: str, where: str) -> StructType:
     return schema
 
 
-def misfit_columns(row: Column, schema: StructType) -> Column:
-    """The declared columns whose value in the JSON image ``row`` does not fit the column's type
-    (present and not null, yet NULL once typed), as ``name (type)`` in declared order; empty
-    when all fit."""
-    raw = F.from_json(row, _ANY_VALUE)
-    typed = F.from_json(row, schema)
+def as_text(schema: StructType) -> StructType:
+    """``schema`` with every field STRING: an image parsed with it holds each value's JSON text."""
+    return StructType([StructField(f.name, StringType()) for f in schema.fields])
 
+
+def misfit_fields(raw: Column, typed: Column, fields) -> Column:
+    """Of ``fields``, those whose value in an image does not fit the field's type, as
+    ``name (type)`` in declared order (empty when all fit). ``raw`` is the image parsed with
+    ``as_text`` of the fields' schema, ``typed`` parsed with the schema itself: a value that is
+    present and not null, yet NULL once typed (or changed by Spark's reader), does not fit. Both
+    are parsed columns, not expressions: a JSON parse repeated per field costs 4x."""
     def misfit(f) -> Column:
         lost = raw[f.name].isNotNull() & (typed[f.name].isNull() | _changed(raw[f.name], typed[f.name], f.dataType))
         return F.when(lost, F.lit(f"{f.name} ({f.dataType.simpleString()})"))
 
-    return F.array_compact(F.array(*[misfit(f) for f in schema.fields]))
+    return F.array_compact(F.array(*[misfit(f) for f in fields]))
 
 
 def _changed(raw: Column, value: Column, kind) -> Column:

@@ -8,10 +8,12 @@ stops the update of every other table. So a change a replica cannot take is held
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, misfit_columns
+from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, as_text, misfit_fields
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.typing import infer_row_schema, typed
 
@@ -36,7 +38,7 @@ def key_is_complete(key: Column) -> Column:
 
 def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None) -> Column:
     """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply).
-    ``misfits``: the columns whose values do not fit their declared types (``misfits()``)."""
+    ``misfits``: the columns whose values do not fit their declared types (``with_misfits``)."""
     is_object = F.json_object_keys(row).isNotNull()
     why = (
         F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE), F.lit(UNKNOWN_OP))
@@ -49,26 +51,42 @@ def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: C
     return why if misfits is None else why.when(F.size(misfits) > 0, F.lit(VALUE_DOES_NOT_FIT))
 
 
-def misfits(table: DeclaredTable) -> Column:
-    """The columns of a change whose values do not fit the table's declared types. Only values
-    that reach the replica count, and a delete only needs its key."""
-    op, keys_only = F.col("op"), table.key_schema
-    in_image = misfit_columns(F.col("row"), table.replicated_schema)
-    deleted_key = misfit_columns(F.col("row"), keys_only)
-    return F.array_distinct(F.concat(
-        F.when(op == "DELETE", deleted_key).otherwise(in_image), misfit_columns(key_object(F.col("key")), keys_only),
-    ))
+_KEY_TEXT = "__key_text"  # working column of with_misfits
 
 
-def change_rejection(found_misfits: Column | None = None) -> Column:
-    """``rejection`` of the change-stream row in hand; ``found_misfits`` as ``misfits`` gives them."""
-    return rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"), found_misfits)
+def with_misfits(changes: DataFrame, tables: Sequence[DeclaredTable]) -> DataFrame:
+    """``changes`` with ``misfits``: the values of each change of a declared table that do not
+    fit their declared types (NULL for other tables). Only values that reach the replica count,
+    and a delete only needs its key. Images are parsed once, in projections of their own."""
+    keyed = changes.withColumn(_KEY_TEXT, key_object(F.col("key")))
+    of = [(i, t, (F.col("schema") == t.schema_name) & (F.col("table") == t.table_name)) for i, t in enumerate(tables)]
+    parsed = keyed.select(
+        "*",
+        *[F.when(is_t, F.from_json("row", as_text(t.replicated_schema))).alias(f"__raw_row{i}") for i, t, is_t in of],
+        *[F.when(is_t, F.from_json(_KEY_TEXT, as_text(t.key_schema))).alias(f"__raw_key{i}") for i, t, is_t in of],
+        *[F.when(is_t, F.from_json("row", t.replicated_schema)).alias(f"__row{i}") for i, t, is_t in of],
+        *[F.when(is_t, F.from_json(_KEY_TEXT, t.key_schema)).alias(f"__key{i}") for i, t, is_t in of],
+    )
+    found = F.coalesce(*[F.when(is_t, _misfits_of(t, i)) for i, t, is_t in of])
+    return parsed.withColumn("misfits", found).select(*changes.columns, "misfits")
 
 
-def applies(declared: DeclaredTable | None = None) -> Column:
+def _misfits_of(table: DeclaredTable, i: int) -> Column:
+    raw_row, row, keys = F.col(f"__raw_row{i}"), F.col(f"__row{i}"), table.key_schema.fields
+    in_image = F.when(F.col("op") == "DELETE", misfit_fields(raw_row, row, keys)).otherwise(
+        misfit_fields(raw_row, row, table.replicated_schema.fields))
+    return F.array_distinct(F.concat(in_image, misfit_fields(F.col(f"__raw_key{i}"), F.col(f"__key{i}"), keys)))
+
+
+def change_rejection(declared: bool = False) -> Column:
+    """``rejection`` of the change-stream row in hand; with ``declared``, its ``misfits`` column
+    (``with_misfits``) counts too."""
+    return rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"), F.col("misfits") if declared else None)
+
+
+def applies(declared: bool = False) -> Column:
     """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
-    found = misfits(declared) if declared else None
-    return F.col("op").isin(*APPLIED_OPS) & change_rejection(found).isNull()
+    return F.col("op").isin(*APPLIED_OPS) & change_rejection(declared).isNull()
 
 
 def key_object(key: Column) -> Column:
@@ -98,7 +116,8 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
     """The changes the replica takes, typed: with the declared types, else with the types the
     rows' values show (which needs the rows, so never on a streaming DataFrame). ``table``
     names the table in errors."""
-    applied = changes.filter(applies(declared)).select(
+    checked = with_misfits(changes, [declared]) if declared else changes
+    applied = checked.filter(applies(declared is not None)).select(
         "row",
         key_object(F.col("key")).alias("__key"),
         F.col("op").alias("__op"),
