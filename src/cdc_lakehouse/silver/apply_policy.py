@@ -115,9 +115,7 @@ def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) ->
 
 def per_table(declared: Sequence[DeclaredTable], build: Callable[[DeclaredTable], Column]) -> Column:
     """``build(table)`` for the changes of each declared table; NULL for the other tables."""
-    return F.coalesce(*[
-        F.when((F.col("schema") == t.schema_name) & (F.col("table") == t.table_name), build(t)) for t in declared
-    ])
+    return F.coalesce(*[F.when(t.holds(), build(t)) for t in declared])
 
 
 # -- what the replicas did --------------------------------------------------------------------

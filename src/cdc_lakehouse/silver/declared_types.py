@@ -42,6 +42,10 @@ class DeclaredTable:
     ignored: tuple[str, ...] = ()  # columns the flow discards: leaving them undeclared loses nothing
     kept: tuple[str, ...] | None = None  # the flow's column_list: only these reach the replica
 
+    def holds(self) -> Column:
+        """True for the change-stream rows of this table."""
+        return (F.col("schema") == self.schema_name) & (F.col("table") == self.table_name)
+
     @property
     def key_schema(self) -> StructType:
         return StructType([f for f in self.schema.fields if f.name in self.keys])

@@ -51,21 +51,23 @@ def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: C
     return why if misfits is None else why.when(F.size(misfits) > 0, F.lit(VALUE_DOES_NOT_FIT))
 
 
-_KEY_TEXT = "__key_text"  # working column of with_misfits
+KEY_OBJECT = "__key"  # key_object(key), as replica_changes hands it on
 
 
 def with_misfits(changes: DataFrame, tables: Sequence[DeclaredTable]) -> DataFrame:
     """``changes`` with ``misfits``: the values of each change of a declared table that do not
     fit their declared types (NULL for other tables). Only values that reach the replica count,
-    and a delete only needs its key. Images are parsed once, in projections of their own."""
-    keyed = changes.withColumn(_KEY_TEXT, key_object(F.col("key")))
-    of = [(i, t, (F.col("schema") == t.schema_name) & (F.col("table") == t.table_name)) for i, t in enumerate(tables)]
+    and a delete only needs its key. Images are parsed once, in projections of their own; the
+    key object is taken from a KEY_OBJECT column when ``changes`` has one."""
+    has_key = KEY_OBJECT in changes.columns
+    keyed = changes if has_key else changes.withColumn(KEY_OBJECT, key_object(F.col("key")))
+    of = [(i, t, t.holds()) for i, t in enumerate(tables)]
     parsed = keyed.select(
         "*",
         *[F.when(is_t, F.from_json("row", as_text(t.replicated_schema))).alias(f"__raw_row{i}") for i, t, is_t in of],
-        *[F.when(is_t, F.from_json(_KEY_TEXT, as_text(t.key_schema))).alias(f"__raw_key{i}") for i, t, is_t in of],
+        *[F.when(is_t, F.from_json(KEY_OBJECT, as_text(t.key_schema))).alias(f"__raw_key{i}") for i, t, is_t in of],
         *[F.when(is_t, F.from_json("row", t.replicated_schema)).alias(f"__row{i}") for i, t, is_t in of],
-        *[F.when(is_t, F.from_json(_KEY_TEXT, t.key_schema)).alias(f"__key{i}") for i, t, is_t in of],
+        *[F.when(is_t, F.from_json(KEY_OBJECT, t.key_schema)).alias(f"__key{i}") for i, t, is_t in of],
     )
     found = F.coalesce(*[F.when(is_t, _misfits_of(t, i)) for i, t, is_t in of])
     return parsed.withColumn("misfits", found).select(*changes.columns, "misfits")
@@ -116,10 +118,11 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
     """The changes the replica takes, typed: with the declared types, else with the types the
     rows' values show (which needs the rows, so never on a streaming DataFrame). ``table``
     names the table in errors."""
-    checked = with_misfits(changes, [declared]) if declared else changes
+    keyed = changes.withColumn(KEY_OBJECT, key_object(F.col("key")))  # read by the misfit check and typing
+    checked = with_misfits(keyed, [declared]) if declared else keyed
     applied = checked.filter(applies(declared is not None)).select(
         "row",
-        key_object(F.col("key")).alias("__key"),
+        KEY_OBJECT,
         F.col("op").alias("__op"),
         F.col("sequence").alias("__sequence"),
         F.col("commit_ts").alias("__commit_ts"),
@@ -133,5 +136,5 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
             "table's columns in the flow's source_details.source_schema_path (docs/onboarding.md)"
         )
     else:
-        schema = infer_row_schema(applied, also="__key")
-    return apply_column_filters(typed(applied, schema, fallback="__key"), column_filters)
+        schema = infer_row_schema(applied, also=KEY_OBJECT)
+    return apply_column_filters(typed(applied, schema, fallback=KEY_OBJECT), column_filters)
