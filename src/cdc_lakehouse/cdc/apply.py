@@ -96,8 +96,18 @@ def _as_column(expr: str | Column) -> Column:
 
 
 # -- preparing a batch ----------------------------------------------------------------------
-def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[str]]:
-    """The batch as (data columns, __seq, __is_delete, __is_truncate), validated."""
+@dataclass(frozen=True)
+class BatchFacts:
+    """What one pass over a prepared batch finds: its rows and the range of its first key."""
+
+    rows: int
+    low: object
+    high: object
+
+
+def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[str], BatchFacts]:
+    """The batch as (data columns, __seq, __is_delete, __is_truncate), validated, with exact
+    duplicates (a re-delivered change) collapsed."""
     data = spec.data_columns(changes.columns)
     delete = F.coalesce(_as_column(spec.apply_as_deletes), F.lit(False)) if spec.apply_as_deletes is not None else F.lit(False)
     truncate = F.coalesce(_as_column(spec.apply_as_truncates), F.lit(False)) if spec.apply_as_truncates is not None else F.lit(False)
@@ -109,31 +119,40 @@ def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[
     )
     if spec.apply_as_truncates is not None and spec.scd_type == 2:
         raise CdcInputError("apply_as_truncates is only supported for SCD type 1")
-    # The batch is read by several steps (checks, history, state); compute it once.
-    prepared = prepared.persist()
-    _check_not_null(prepared, spec.keys)
-    return prepared, data
+    # The batch is read by several steps (checks, history, state): computed once, deduplicated
+    # once (each step deduplicating it again shuffled the whole batch again).
+    prepared = prepared.dropDuplicates().persist()
+    try:
+        return prepared, data, _checked_facts(prepared, spec.keys)
+    except CdcInputError:
+        prepared.unpersist()
+        raise
 
 
-def _check_not_null(prepared: DataFrame, keys: list[str]) -> None:
+def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:
+    """NULL checks and the key range, in one job."""
     not_truncate = ~F.col(TRUNCATE)
     null_key = F.lit(False)
     for k in keys:
         null_key = null_key | F.col(k).isNull()
-    counts = prepared.agg(
+    found = prepared.agg(
         F.sum(F.when(F.col(SEQ).isNull(), 1).otherwise(0)).alias("null_seq"),
         F.sum(F.when(null_key & not_truncate, 1).otherwise(0)).alias("null_key"),
+        F.min(F.when(not_truncate, F.col(keys[0]))).alias("low"),
+        F.max(F.when(not_truncate, F.col(keys[0]))).alias("high"),
+        F.count(F.when(not_truncate, F.lit(1))).alias("rows"),
     ).first()
-    if counts["null_seq"]:
-        raise CdcInputError(f"{counts['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
-    if counts["null_key"]:
-        raise CdcInputError(f"{counts['null_key']} change row(s) have a NULL key in {keys}")
+    if found["null_seq"]:
+        raise CdcInputError(f"{found['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
+    if found["null_key"]:
+        raise CdcInputError(f"{found['null_key']} change row(s) have a NULL key in {keys}")
+    return BatchFacts(int(found["rows"]), found["low"], found["high"])
 
 
 def distinct_events(prepared: DataFrame, keys: list[str]) -> DataFrame:
-    """Exact duplicates collapse (a re-delivered change); two different changes with one key
-    and one sequence value cannot be ordered, which is an error, as in Databricks."""
-    events = prepared.filter(~F.col(TRUNCATE)).dropDuplicates()
+    """The changes of a prepared batch (duplicates already collapsed); two different changes
+    with one key and one sequence value cannot be ordered, which is an error, as in Databricks."""
+    events = prepared.filter(~F.col(TRUNCATE))
     clashes = events.groupBy(*keys, SEQ).count().filter("count > 1").limit(3).collect()
     if clashes:
         shown = ", ".join(str({k: r[k] for k in [*keys, SEQ]}) for r in clashes)
@@ -148,13 +167,18 @@ def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:
 
 # -- applying -------------------------------------------------------------------------------
 def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, table_opts: dict) -> int:
-    prepared, data = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
+    prepared, data, facts = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys)
-    events = events.unionByName(_truncate_deletes(prepared, state, spec, data)) if spec.apply_as_truncates is not None else events
-    latest = latest_per_key(events, spec.keys)
-    scope = KeyScope.of(latest, spec.keys)
+    if spec.apply_as_truncates is not None:
+        # A truncate deletes keys the batch does not name: the scope is that of the result.
+        events = events.unionByName(_truncate_deletes(prepared, state, spec, data))
+        latest = latest_per_key(events, spec.keys)
+        scope = KeyScope.of(latest, spec.keys)
+    else:
+        latest = latest_per_key(events, spec.keys)
+        scope = KeyScope(events.select(*spec.keys), tuple(spec.keys), facts.low, facts.high, facts.rows)
     state_rows = scope.rows_of(state)
     # Both MERGEs below read `effective`: computed once, from the batch's keys' state only.
     effective = _newer_than_state(latest, state_rows, spec.keys).persist()
@@ -173,6 +197,8 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
             written = store.upsert(state_name, rows, UpsertSpec(tuple(spec.keys)), batch.commit())
         return written
     finally:
+        # ``prepared`` stays cached: a replica's SCD2 flow prepares the same batch as its SCD1
+        # flow and finds it there; the runner drops the caches once both have run.
         effective.unpersist()
         scope.release()
 
@@ -190,7 +216,7 @@ class KeyScope:
     names: tuple[str, ...]
     low: object
     high: object
-    count: int
+    count: int  # rows naming the keys (at least as many as the keys): decides the broadcast
     cached: list = field(default_factory=list)
 
     @classmethod
