@@ -137,8 +137,8 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
         )
     else:
         # Cached: inferring the types and typing both read these rows, and each read would
-        # check and key every change again (half of the typing's cost). The runner drops the
-        # cache when the flows that read this view have run.
+        # check and key every change again. The runner drops the cache when the flows that
+        # read this view have run.
         applied = applied.persist()
         schema = infer_row_schema(applied, also=KEY_OBJECT)
     return apply_column_filters(typed(applied, schema, fallback=KEY_OBJECT), column_filters)
