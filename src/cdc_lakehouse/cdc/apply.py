@@ -171,14 +171,12 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys)
-    if spec.apply_as_truncates is not None:
-        # A truncate deletes keys the batch does not name: the scope is that of the result.
+    truncates = spec.apply_as_truncates is not None
+    if truncates:
         events = events.unionByName(_truncate_deletes(prepared, state, spec, data))
-        latest = latest_per_key(events, spec.keys)
-        scope = KeyScope.of(latest, spec.keys)
-    else:
-        latest = latest_per_key(events, spec.keys)
-        scope = KeyScope(events.select(*spec.keys), tuple(spec.keys), facts.low, facts.high, facts.rows)
+    latest = latest_per_key(events, spec.keys)
+    # A truncate deletes keys the batch does not name: its scope is that of the result.
+    scope = KeyScope.of(latest, spec.keys) if truncates else KeyScope.of_batch(events, spec.keys, facts)
     state_rows = scope.rows_of(state)
     # Both MERGEs below read `effective`: computed once, from the batch's keys' state only.
     effective = _newer_than_state(latest, state_rows, spec.keys).persist()
@@ -223,6 +221,11 @@ class KeyScope:
     def of(cls, latest: DataFrame, keys: list[str]) -> "KeyScope":
         row = latest.agg(F.min(keys[0]), F.max(keys[0]), F.count(F.lit(1))).first()
         return cls(latest.select(*keys), tuple(keys), row[0], row[1], int(row[2]))
+
+    @classmethod
+    def of_batch(cls, events: DataFrame, keys: list[str], facts: BatchFacts) -> "KeyScope":
+        """The scope of a batch's own changes, from what ``prepare_changes`` found (no job)."""
+        return cls(events.select(*keys), tuple(keys), facts.low, facts.high, facts.rows)
 
     def rows_of(self, table: DataFrame | None) -> DataFrame | None:
         if table is None:
