@@ -1,10 +1,11 @@
-"""The top-level splitter that keeps nested JSON values exactly as the source wrote them."""
+"""Taking JSON apart without changing a number: the top-level splitter of landing lines (bronze)
+and the row image readers of silver and gold."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.bronze.json_text import top_level_fields
+from cdc_lakehouse.bronze.json_text import compact_members, image_values, row_images, top_level_fields
 
 
 def test_nested_values_keep_their_source_text():
@@ -36,3 +37,36 @@ def test_a_repeated_key_keeps_its_last_value():
 )
 def test_anything_but_one_json_object_is_rejected(line):
     assert top_level_fields(line) is None
+
+
+ROWS = ('[{"before": {"id": 1, "x": 0.00, "j": {"k": [1, 2.50]}, "s": "a\\u00e9\\"", "n": null}, '
+        '"after": {"id": 1, "x": 12345678901234567890.123, "t": true}}, {"after": {"id": 2}}, {"before": null}]')
+
+
+def test_row_images_are_compact_with_their_numbers_as_written():
+    assert row_images(ROWS) == [
+        ('{"id":1,"x":0.00,"j":{"k":[1,2.50]},"s":"a\u00e9\\"","n":null}', '{"id":1,"x":12345678901234567890.123,"t":true}'),
+        (None, '{"id":2}'),
+        (None, None),
+    ]
+
+
+def test_members_are_compact_json_text_in_source_order():
+    assert list(compact_members('{"b": 1e3, "a": {"c": [1, 2]}, "n": null, "s": "1"}').items()) == [
+        ("b", "1e3"), ("a", '{"c":[1,2]}'), ("n", "null"), ("s", '"1"')]
+
+
+def test_image_values_read_as_an_auditor_does():
+    assert image_values('{"x": 1.50, "s": "v\\n", "j": {"k": 1}, "n": null, "f": false}') == {
+        "x": "1.50", "s": "v\n", "j": '{"k":1}', "n": None, "f": "false"}
+
+
+@pytest.mark.parametrize("text", [None, "", "[1]", '[{"after": {}}, 2]', '{"after": {}}', "[{}] x", '[{"a": NaN}]'])
+def test_rows_that_are_no_array_of_objects_have_no_images(text):
+    assert row_images(text) is None
+
+
+@pytest.mark.parametrize("text", [None, "", "[]", '"text"', '{"a": Infinity}', '{"a": 1'])
+def test_an_image_that_is_no_object_has_no_members(text):
+    assert compact_members(text) is None
+    assert image_values(text) is None

@@ -1,10 +1,11 @@
-"""The top-level fields of a JSON object line, each as its exact source text.
+"""JSON text taken apart with every number exactly as the source wrote it.
 
 Spark's ``from_json``, ``get_json_object`` and the variant type all re-render nested values
 (``0.00`` becomes ``0.0`` or ``0``, a 20-digit decimal becomes a rounded double); only its file
 reader keeps them exact, and that reader cannot give line numbers. Row images must keep what
-the source sent, so lines are split here, with the standard library only: the module is
-pickled by value into the Spark workers and needs nothing installed there.
+the source sent, so landing lines are split here (bronze) and row images are taken apart here
+(silver, gold), with the standard library only: the module is pickled by value into the Spark
+workers and needs nothing installed there.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 import sys
 
 from pyspark import cloudpickle
+from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType, StringType
+from pyspark.sql.types import ArrayType, MapType, StringType, StructField, StructType
 
 _WS = " \t\r\n"
 
@@ -70,8 +72,85 @@ def _object(parser, text: str, i: int) -> tuple[dict[str, str], int]:
         i = _skip(text, _expect(text, i, ","))
 
 
+class _Number(str):
+    """A JSON number as the source wrote it."""
+
+
+def _parsed(text: str | None):
+    """The JSON value of ``text`` with numbers as ``_Number``; None if it is no JSON."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text, parse_int=_Number, parse_float=_Number, parse_constant=_reject)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _compact(value) -> str:
+    """Compact JSON text of a parsed value, numbers as the source wrote them."""
+    if isinstance(value, str):
+        return str(value) if isinstance(value, _Number) else json.encoder.encode_basestring(value)
+    if isinstance(value, dict):
+        quote = json.encoder.encode_basestring
+        return "{" + ",".join([f"{quote(k)}:{_compact(v)}" for k, v in value.items()]) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join([_compact(v) for v in value]) + "]"
+    return _LITERALS[value]
+
+
+_LITERALS = {True: "true", False: "false", None: "null"}
+
+
+def compact_members(text: str | None) -> dict[str, str] | None:
+    """``{"a": 1.50, "b": {"c": [1, 2]}}`` -> ``{"a": "1.50", "b": '{"c":[1,2]}'}``: each member
+    of one JSON object as compact JSON text, numbers as written; None unless an object."""
+    found = _parsed(text)
+    return {k: _compact(v) for k, v in found.items()} if isinstance(found, dict) else None
+
+
+def row_images(text: str | None) -> list[tuple[str | None, str | None]] | None:
+    """A binlog row event's ``rows`` (``[{"before": {..}, "after": {..}}, ..]``) -> one
+    (before, after) pair per row, each image compact JSON with its numbers as written (None
+    where absent or null); None unless ``text`` is an array of objects."""
+    found = _parsed(text)
+    if not isinstance(found, list) or not all(isinstance(row, dict) for row in found):
+        return None
+    return [tuple(None if row.get(side) is None else _compact(row[side]) for side in ("before", "after"))
+            for row in found]
+
+
+def image_values(text: str | None) -> dict[str, str | None] | None:
+    """A row image as column -> value text, as an auditor reads it: strings decoded, numbers as
+    written, nested values compact JSON, null as None; None unless an object."""
+    found = _parsed(text)
+    if not isinstance(found, dict):
+        return None
+    return {k: str(v) if isinstance(v, str) else None if v is None else _compact(v) for k, v in found.items()}
+
+
 # Databricks workers may not have our package on their path; the function travels with its code.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 # Arrow-optimized UDFs need pandas, which the local runtime does not install.
 json_fields = F.udf(top_level_fields, MapType(StringType(), StringType()), useArrow=False)
+_IMAGE_PAIR = StructType([StructField("before", StringType()), StructField("after", StringType())])
+exact_row_images = F.udf(row_images, ArrayType(_IMAGE_PAIR), useArrow=False)
+
+# A dict returned by a UDF arrives as a Java hash map, in no order; entries keep the source's.
+_ENTRIES = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))
+_member_entries = F.udf(lambda text: _entries(compact_members(text)), _ENTRIES, useArrow=False)
+_value_entries = F.udf(lambda text: _entries(image_values(text)), _ENTRIES, useArrow=False)
+
+
+def _entries(members: dict | None) -> list | None:
+    return None if members is None else list(members.items())
+
+
+def exact_members(text: Column) -> Column:
+    """``compact_members`` of a column of JSON objects, as a map in the source's order."""
+    return F.map_from_entries(_member_entries(text))
+
+
+def exact_image_values(text: Column) -> Column:
+    """``image_values`` of a column of row images, as a map in the source's order."""
+    return F.map_from_entries(_value_entries(text))
