@@ -50,7 +50,7 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
     )
     return with_images.select(
         "source", "schema", "table", F.lit(gold_table).alias("gold_table"), "key",
-        images.image(F.col("key"), filters).alias("key_values"),
+        images.key_image(F.col("key"), filters).alias("key_values"),
         op.alias("operation"), "commit_ts", "txn_id", "sequence", "user", "role",
         F.col("__changed").alias("changed_columns"),
         F.col("__before").alias("before"), F.col("__after").alias("after"),

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze.json_text import exact_image_values
 from cdc_lakehouse.silver.filters import MASK
-
-IMAGE_TYPE = "map<string,string>"
 
 
 def _among(name: Column, columns) -> Column:
@@ -18,8 +17,17 @@ def _among(name: Column, columns) -> Column:
 
 
 def image(json_text: Column, filters) -> Column:
-    """The image as a map; nested values stay JSON text, numbers their text."""
-    values = F.from_json(json_text, IMAGE_TYPE)
+    """The image as a map; nested values stay JSON text, numbers their source text."""
+    return _filtered(exact_image_values(json_text), filters)
+
+
+def key_image(key: Column, filters) -> Column:
+    """A change's key as a map. Keys are canonical JSON (silver/keys.py), their values text
+    already, so Spark's parser changes none of them."""
+    return _filtered(F.from_json(key, "map<string,string>"), filters)
+
+
+def _filtered(values: Column, filters) -> Column:
     if filters is None:
         return values
     if filters.drop:

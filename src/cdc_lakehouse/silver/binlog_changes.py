@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze.json_text import exact_row_images
 from cdc_lakehouse.silver import keys, net_change
 
 TXN_COLUMNS = ["_source", "server_id", "txn_id", "commit_ts", "end_lsn", "user", "role"]
@@ -15,8 +16,9 @@ def operations(row_events: DataFrame) -> DataFrame:
     exploded = row_events.select(
         *TXN_COLUMNS, "schema", "table", "primary_key", "lsn",
         F.upper(F.substring("type", 1, 1)).alias("op"),
-        # One parse gives both images of every row; a row that is no object has neither.
-        F.posexplode(F.from_json("rows", "array<struct<before:string,after:string>>")).alias("row_index", "image"),
+        # One parse gives both images of every row, their numbers exactly as the source wrote
+        # them (from_json would round a 20-digit decimal to a double).
+        F.posexplode(exact_row_images("rows")).alias("row_index", "image"),
     )
     # Each step in a projection of its own: the images and their maps are read several times
     # below, and Spark evaluates an expression again wherever a projection repeats it.

@@ -108,10 +108,18 @@ def changed_columns(before_json, after_json):
     """Names of the columns whose value differs between two JSON images (all of a side's
     non-null columns when the other side is missing)."""
     empty = F.create_map().cast("map<string,string>")
-    before = F.coalesce(F.from_json(before_json, "map<string,string>"), empty)
-    after = F.coalesce(F.from_json(after_json, "map<string,string>"), empty)
+    before = F.coalesce(_value_texts(before_json), empty)
+    after = F.coalesce(_value_texts(after_json), empty)
     # The images are parsed once, as arguments: a lambda that read them would parse them again
     # for every column. A missing column and a JSON null are the same value here.
     marker = F.lit("\u0000")
     differs = F.map_zip_with(before, after, lambda _, b, a: ~F.coalesce(b, marker).eqNullSafe(F.coalesce(a, marker)))
     return F.array_sort(F.map_keys(F.map_filter(differs, lambda _, d: d)))
+
+
+def _value_texts(image):
+    """Column -> value as JSON text, NULL for a JSON null. Parsed as a variant, which keeps
+    decimals of up to 38 digits exact (``from_json`` rounds them to doubles, so a change in a
+    late digit would not show); ``1.50`` and ``1.5`` are the same value."""
+    values = F.try_parse_json(image).try_cast("map<string,variant>")
+    return F.transform_values(values, lambda _, v: F.when(~F.is_variant_null(v), F.to_json(v)))

@@ -15,6 +15,7 @@ import functools
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze.json_text import exact_members
 from cdc_lakehouse.silver import keys, net_change
 
 KEY_CHANGE_ROUNDS = 4  # longest chain of key changes on one row that is rebuilt exactly
@@ -55,14 +56,6 @@ def distinct_changes(changes: DataFrame) -> DataFrame:
     return changes.dropDuplicates(["txn_id", "schema", "table", "op_seq", "op_ts", "key", "op"])
 
 
-def _values_map(values_json):
-    """Column -> value as JSON text (so 1 and "1" stay apart), in the order the source wrote them."""
-    as_json = f"transform_values(cast(parse_json({values_json}) as map<string,variant>), (k, v) -> to_json(v))"
-    return F.expr(
-        f"map_from_arrays(json_object_keys({values_json}), transform(json_object_keys({values_json}), k -> ({as_json})[k]))"
-    )
-
-
 def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
     """Committed change rows with canonical keys, order and values, plus, for each key change,
     a delete at the old key so the old key's history ends there."""
@@ -72,7 +65,9 @@ def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
         F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key"))).alias("old_key"),
         F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"),
                  F.col("op_seq"), F.col("op_ts")).alias("ord"),
-        _values_map("values").alias("vals"),
+        # Column -> value as JSON text (so 1 and "1" stay apart), numbers as written, in the
+        # order the source wrote them.
+        exact_members(F.col("values")).alias("vals"),
     )
     rename_in = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
     ops = ops.withColumn("rename_in", F.coalesce(rename_in, F.lit(False))).withColumn("emit", F.lit(True))
