@@ -243,3 +243,35 @@ def test_the_pipeline_applies_the_declared_types_and_records_what_they_refuse(sp
 def test_a_uri_is_refused_when_the_onboarding_file_loads(tmp_path):
     with pytest.raises(OnboardingError, match="source_schema_path: .*not a URI"):
         onboarding_flow(tmp_path, schema_path="dbfs:/schemas/app.orders.ddl", ddl=None)
+
+
+def test_a_string_column_keeps_numbers_as_written_and_a_snapshot_of_the_row_corrects_nothing(spark, tmp_path):
+    """Spark's parser reads a number into a STRING through a double (``0.00`` -> ``0.0``), while
+    its JSON file reader, which reads snapshots, keeps the text: the two must agree, or every
+    snapshot would correct the row again."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    onboarding = products_onboarding(tmp_path, scd_type=1)
+    flows = yaml.safe_load(onboarding.read_text())
+    (tmp_path / "products.ddl").write_text("product_id BIGINT, sku STRING, name STRING, price DECIMAL(10,2), stock INT")
+    flows[0]["source_details"]["source_schema_path"] = "products.ddl"
+    onboarding.write_text(yaml.safe_dump(flows))
+    placeholder = {"product_id": 1, "sku": "SKU", "name": "NAME", "price": 1.5, "stock": 7}
+    exact = {'"SKU"': "0.00", '"NAME"': '{"grams": 12345678901234567890.10}'}
+
+    def as_written(path: Path) -> None:
+        text = path.read_text()
+        for old, new in exact.items():
+            text = text.replace(old, new)
+        path.write_text(text)
+
+    log = Binlog()
+    log.txn(1, ("insert", placeholder))
+    as_written(log.write(landing, "mysql-bin.000001.jsonl"))
+    run(spark, landing, lake, onboarding)
+    replica = DeltaRsStore(spark, lake).read("silver.shop_products").select("sku", "name").collect()
+    assert [tuple(r) for r in replica] == [("0.00", '{"grams": 12345678901234567890.10}')]
+
+    as_written(write_snapshot(landing, "s1", [placeholder]) / "part-00000.jsonl")
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert {k: outcome.counts[k] for k in ("inserts", "updates", "deletes", "unchanged")} == {
+        "inserts": 0, "updates": 0, "deletes": 0, "unchanged": 1}

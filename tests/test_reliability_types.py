@@ -4,9 +4,9 @@ Silver types a replica's columns from the JSON values of each batch; the target'
 as later batches reveal their types (cdc/widening.py). Two runs, both capture forms in one
 pipeline:
 
-* shadow (``bench_pg``): run 1 inserts an order with ``"discount": 0.0``; run 2 updates it to
-  ``5.5``. The shadow path renders ``0.0`` as ``0``, so the column is created BIGINT; 5.5 must
-  not then be stored as 5.
+* shadow (``bench_pg``): run 1 inserts an order with ``"discount": 0`` (a source may write a
+  whole NUMERIC without its fraction); run 2 updates it to ``5.5``. The column is created
+  BIGINT; 5.5 must not then be stored as 5.
 * binlog (``bench``): run 1's only row has ``"note": null``; run 2 sets ``"note": 7`` and
   ``"total": 5.5`` (``0.0`` before). A column first seen only as NULL must take the type of its
   values (not stay STRING with 7 kept as the text '7').
@@ -62,7 +62,7 @@ def lake(spark, tmp_path_factory):
     binlog.mkdir(parents=True)
     before = {"order_id": 1, "note": None, "total": 0.0}
     (binlog / "mysql-bin.000001.jsonl").write_text(_binlog_txn("mysql-bin.000001", 1, "insert", {"after": before}))
-    _shadow(landing, 1, "2026-03-02T09:00:00.500000Z", "2026-03-02T09:00:01.000000Z", "I", {"order_id": 1, "discount": 0.0, "status": "new"})
+    _shadow(landing, 1, "2026-03-02T09:00:00.500000Z", "2026-03-02T09:00:01.000000Z", "I", {"order_id": 1, "discount": 0, "status": "new"})
     harness.run_project(spark, landing, lake, onboarding, layers=LAYERS)
     (binlog / "mysql-bin.000002.jsonl").write_text(_binlog_txn(
         "mysql-bin.000002", 2, "update", {"before": before, "after": {"order_id": 1, "note": 7, "total": 5.5}}))

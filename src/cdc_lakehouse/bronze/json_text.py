@@ -86,46 +86,87 @@ def _parsed(text: str | None):
         return None
 
 
-def _compact(value) -> str:
-    """Compact JSON text of a parsed value, numbers as the source wrote them."""
-    if isinstance(value, str):
-        return str(value) if isinstance(value, _Number) else json.encoder.encode_basestring(value)
-    if isinstance(value, dict):
-        quote = json.encoder.encode_basestring
-        return "{" + ",".join([f"{quote(k)}:{_compact(v)}" for k, v in value.items()]) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join([_compact(v) for v in value]) + "]"
-    return _LITERALS[value]
-
-
 _LITERALS = {True: "true", False: "false", None: "null"}
 
 
+def _nested(members: dict) -> bool:
+    return any(isinstance(v, (dict, list)) for v in members.values())
+
+
+def _scalar(value) -> str:
+    if isinstance(value, str):
+        return str(value) if isinstance(value, _Number) else json.encoder.encode_basestring(value)
+    return _LITERALS[value]
+
+
+def _object_text(members: dict[str, str]) -> str:
+    quote = json.encoder.encode_basestring
+    return "{" + ",".join([f"{quote(k)}:{v}" for k, v in members.items()]) + "}"
+
+
 def compact_members(text: str | None) -> dict[str, str] | None:
-    """``{"a": 1.50, "b": {"c": [1, 2]}}`` -> ``{"a": "1.50", "b": '{"c":[1,2]}'}``: each member
-    of one JSON object as compact JSON text, numbers as written; None unless an object."""
+    """``{"a": 1.50, "b": {"c": [1, 2]}}`` -> ``{"a": "1.50", "b": '{"c": [1, 2]}'}``: each
+    member of one JSON object as JSON text, numbers and nested values as written; None unless
+    an object."""
     found = _parsed(text)
-    return {k: _compact(v) for k, v in found.items()} if isinstance(found, dict) else None
+    if not isinstance(found, dict):
+        return None
+    if _nested(found):
+        # Nested values as written, not re-rendered: a STRING column holding JSON then equals
+        # what Spark's JSON file reader gives a snapshot's row, which is the source's text.
+        return top_level_fields(text)
+    return {k: _scalar(v) for k, v in found.items()}
 
 
 def row_images(text: str | None) -> list[tuple[str | None, str | None]] | None:
     """A binlog row event's ``rows`` (``[{"before": {..}, "after": {..}}, ..]``) -> one
-    (before, after) pair per row, each image compact JSON with its numbers as written (None
-    where absent or null); None unless ``text`` is an array of objects."""
+    (before, after) pair per row, each image a JSON object without spaces between its members,
+    which are as ``compact_members`` gives them (None where absent or null); None unless
+    ``text`` is an array of objects."""
     found = _parsed(text)
     if not isinstance(found, list) or not all(isinstance(row, dict) for row in found):
         return None
-    return [tuple(None if row.get(side) is None else _compact(row[side]) for side in ("before", "after"))
-            for row in found]
+    raw: list[dict[str, str]] = []
+
+    def image(n: int, side: str) -> str | None:
+        value = found[n].get(side)
+        if value is None:
+            return None
+        if isinstance(value, dict) and not _nested(value):
+            return _object_text({k: _scalar(v) for k, v in value.items()})
+        if not raw:  # rare (JSON columns): the row's own text is needed
+            raw.extend(_elements(text))
+        members = compact_members(raw[n][side])
+        return raw[n][side] if members is None else _object_text(members)
+
+    return [(image(n, "before"), image(n, "after")) for n in range(len(found))]
 
 
 def image_values(text: str | None) -> dict[str, str | None] | None:
-    """A row image as column -> value text, as an auditor reads it: strings decoded, numbers as
-    written, nested values compact JSON, null as None; None unless an object."""
+    """A row image as column -> value text, as an auditor and a STRING column read it: strings
+    decoded, numbers as written, nested values as ``compact_members`` gives them, null as None;
+    None unless an object."""
     found = _parsed(text)
     if not isinstance(found, dict):
         return None
-    return {k: str(v) if isinstance(v, str) else None if v is None else _compact(v) for k, v in found.items()}
+    if _nested(found):
+        members = compact_members(text)
+        return {k: json.loads(v) if v.startswith('"') else None if v == "null" else v for k, v in members.items()}
+    return {k: str(v) if isinstance(v, str) else None if v is None else _LITERALS[v] for k, v in found.items()}
+
+
+def _elements(text: str) -> list[dict[str, str]]:
+    """The members of each object of a non-empty JSON array of objects, as source text."""
+    parser = json.JSONDecoder(parse_constant=_reject)
+    i = _skip(text, _expect(text, _skip(text, 0), "["))
+    elements: list[dict[str, str]] = []
+    while True:
+        members, end = _object(parser, text, i)
+        elements.append(members)
+        i = _skip(text, end)
+        if text.startswith("]", i):
+            return elements
+        i = _skip(text, _expect(text, i, ","))
 
 
 # Databricks workers may not have our package on their path; the function travels with its code.

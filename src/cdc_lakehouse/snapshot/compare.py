@@ -41,6 +41,7 @@ from cdc_lakehouse.silver import keys as canonical_keys
 from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.net_change import changed_columns
+from cdc_lakehouse.silver.typing import typed
 
 LINE, KEY, N, RN, D1, D2, TOKEN = "__line", "__key", "__n", "__rn", "__d1", "__d2", "__token"
 BROADCAST_LIMIT = 2_000_000  # differing keys up to which the difference is broadcast
@@ -182,8 +183,9 @@ def parse_schema(replica: DataFrame, spec: TableSpec, snapshot_columns: list[str
 
 
 def typed_rows(lines: DataFrame, spec: TableSpec, schema: StructType) -> DataFrame:
-    """Lines parsed as the replica would hold them: typed, filtered, silver column names."""
-    parsed = lines.select(LINE, F.from_json(LINE, schema).alias("__r")).select(LINE, "__r.*")
+    """Lines parsed as the replica would hold them (silver's ``typed``): typed, filtered,
+    silver column names."""
+    parsed = typed(lines.select(LINE, F.col(LINE).alias("__row_text")), schema, column="__row_text")
     return apply_column_filters(parsed, spec.filters)
 
 
