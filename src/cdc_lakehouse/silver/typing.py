@@ -6,6 +6,8 @@ and arrays stay JSON text. A column seen only as NULL is STRING.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -91,14 +93,28 @@ def typed(changes: DataFrame, schema: StructType, column: str = "row", fallback:
     texts = {f.name for f in schema.fields if isinstance(f.dataType, StringType)}
     structs = [F.from_json(F.col(column), schema).alias(_PARSED)]
     if texts:
-        structs.append(exact_image_values(F.col(column)).alias(_TEXTS))
+        # Python reads only the images where Spark's parser would change a STRING value; the
+        # others are passed as NULL (a UDF runs on every row, even inside a CASE).
+        changed = F.col(column).rlike(_non_string_value_of(texts))
+        structs.append(exact_image_values(F.when(changed, F.col(column))).alias(_TEXTS))
     if fallback:
         structs.append(F.from_json(F.col(fallback), schema).alias(_SPARE))
     parsed = changes.select("*", *structs)
 
     def value(name: str):
-        field = F.try_element_at(_TEXTS, F.lit(name)) if name in texts else F.col(_PARSED)[name]
+        field = F.col(_PARSED)[name]
+        if name in texts:
+            field = F.coalesce(F.try_element_at(_TEXTS, F.lit(name)), field)
         return F.coalesce(field, F.col(_SPARE)[name]) if fallback else field
 
     own = [c for c in changes.columns if c not in (column, fallback)]
     return parsed.select(*[value(f.name).alias(f.name) for f in schema.fields], *own)
+
+
+def _non_string_value_of(names) -> str:
+    """A regex finding a member of one of ``names`` whose value is a number, object or array
+    (true, false and null read the same either way). It may also find such a member inside a
+    nested value, which only costs the exact read; a name the source wrote with escapes for
+    plain characters is not found."""
+    quoted = "|".join(re.escape(json.dumps(name, ensure_ascii=False)[1:-1]) for name in sorted(names))
+    return f'"(?:{quoted})"[ \\t\\n\\r]*:[ \\t\\n\\r]*[-0-9{{\\[]'
