@@ -32,3 +32,13 @@ def test_the_same_rows_read_again_keep_their_schema_and_new_rows_get_their_own(s
     ])
     rows = _images(spark, {"id": 1, "qty": 3.5, "note": "x"})
     assertDataFrameEqual(typed(rows, widened), spark.createDataFrame([(1, 3.5, "x")], widened))
+
+
+def test_a_string_column_takes_numbers_and_json_values_as_written(spark):
+    lines = ['{"id": 1, "s": 0.00}', '{"id": 2, "s": {"k": [1.50, "a b"]}}', '{"id": 3, "s": "text \\"s\\": 5"}',
+             '{"id": 4, "s": null}', '{"id": 5, "s": 12345678901234567890.123}', '{"id": 6, "t": "x", "s": true}']
+    images = spark.createDataFrame([(line,) for line in lines], "row string")
+    schema = StructType([StructField("id", LongType()), StructField("s", StringType())])
+    assertDataFrameEqual(typed(images, schema), spark.createDataFrame(
+        [(1, "0.00"), (2, '{"k": [1.50, "a b"]}'), (3, 'text "s": 5'), (4, None), (5, "12345678901234567890.123"),
+         (6, "true")], schema))
