@@ -99,6 +99,11 @@ def _scalar(value) -> str:
     return _LITERALS[value]
 
 
+def _flat_members(found: dict) -> dict[str, str]:
+    """The members of a parsed object without nested values, as JSON text."""
+    return {k: _scalar(v) for k, v in found.items()}
+
+
 def _object_text(members: dict[str, str]) -> str:
     quote = json.encoder.encode_basestring
     return "{" + ",".join([f"{quote(k)}:{v}" for k, v in members.items()]) + "}"
@@ -115,7 +120,7 @@ def compact_members(text: str | None) -> dict[str, str] | None:
         # Nested values as written, not re-rendered: a STRING column holding JSON then equals
         # what Spark's JSON file reader gives a snapshot's row, which is the source's text.
         return top_level_fields(text)
-    return {k: _scalar(v) for k, v in found.items()}
+    return _flat_members(found)
 
 
 def row_images(text: str | None) -> list[tuple[str | None, str | None]] | None:
@@ -133,7 +138,7 @@ def row_images(text: str | None) -> list[tuple[str | None, str | None]] | None:
         if value is None:
             return None
         if isinstance(value, dict) and not _nested(value):
-            return _object_text({k: _scalar(v) for k, v in value.items()})
+            return _object_text(_flat_members(value))
         if not raw:  # rare (JSON columns): the row's own text is needed
             raw.extend(_elements(text))
         members = compact_members(raw[n][side])
@@ -150,7 +155,7 @@ def image_values(text: str | None) -> dict[str, str | None] | None:
     if not isinstance(found, dict):
         return None
     if _nested(found):
-        members = compact_members(text)
+        members = top_level_fields(text)  # as compact_members gives them, without parsing again
         return {k: json.loads(v) if v.startswith('"') else None if v == "null" else v for k, v in members.items()}
     return {k: str(v) if isinstance(v, str) else None if v is None else _LITERALS[v] for k, v in found.items()}
 
