@@ -92,7 +92,7 @@ def test_a_mistyped_folder_is_an_error_that_names_it(tmp_path, capsys, argv, sai
 
 @pytest.mark.parametrize("argv, said", [
     (["pipeline", "run", "--source", "x.py", "--lake", "{tmp}/lake", "--conf", "foo"], "expected key=value, not 'foo'"),
-    (["housekeeping", "--lake", "{tmp}", "--landing", "{tmp}", "--tombstone-hours", "-1"], "must be a non-negative number, not -1"),
+    (["housekeeping", "--tombstone-hours", "-1", "--lake", "{tmp}", "--landing", "{tmp}"], "must be a non-negative number, not -1"),
     (["remote", "follow", "--poll-seconds", "-1"], "must be a non-negative number, not -1"),
     (["remote", "start", "--timeout-minutes", "-1"], "must be a positive number, not -1"),
     (["snapshot", "diff", "--lake", "{tmp}/typo", "--table", "t", "--snapshot", "{tmp}"], "no lake at {tmp}/typo"),
@@ -112,8 +112,54 @@ def test_a_dashboard_file_that_cannot_be_read_is_an_error_before_spark(demo_lake
 
 
 @pytest.mark.parametrize("command", [["snapshot", "reconcile"], ["housekeeping"]])
-def test_a_missing_landing_folder_of_a_job_step_is_an_error(tmp_path, capsys, command):
+def test_a_missing_landing_folder_of_a_job_step_is_an_error(demo_lake, tmp_path, capsys, command):
     """Checked when the step runs (the job's Volume path must parse on any machine)."""
     missing = tmp_path / "typo"
-    assert main([*command, "--lake", str(tmp_path), "--landing", str(missing)]) == 2
+    assert main([*command, "--lake", str(demo_lake), "--landing", str(missing)]) == 2
     assert f"no landing folder at {missing}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["tables"], ["sql", "SELECT 1"], ["dashboard", "--out", "{tmp}/d.html"],
+                                     ["snapshot", "diff", "--table", "t", "--snapshot", "{tmp}"],
+                                     ["housekeeping", "--landing", "{tmp}"]])
+def test_a_folder_without_tables_is_not_a_lake(tmp_path, capsys, command):
+    """A mistyped path to an existing folder read as a lake with no tables: an empty listing, or
+    a snapshot diff that would seed the replica (exit 0)."""
+    folder = tmp_path / "not_a_lake"
+    (folder / "silver").mkdir(parents=True)
+    with pytest.raises(SystemExit) as stopped:
+        main([*[a.format(tmp=tmp_path) for a in command], "--lake", str(folder)])
+    assert stopped.value.code == 2
+    assert f"{folder} is not a lake: it holds no tables" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_wrong_query_is_one_error_line(demo_lake, capsys):
+    """Before, Spark's analysis error with a Python traceback and the query plan (exit 1)."""
+    assert main(["sql", "--lake", str(demo_lake), "SELECT * FROM gold.shop_order"]) == 2
+    said = capsys.readouterr().err
+    assert "error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `gold`.`shop_order` cannot be found" in said
+    assert "Traceback" not in said and "UnresolvedRelation" not in said and "JVM" not in said
+    assert main(["sql", "--lake", str(demo_lake), "SELEC 1"]) == 2
+    assert "error: [PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'" in capsys.readouterr().err
+
+
+def test_sql_says_when_it_shows_fewer_rows_than_match(demo_lake, capsys):
+    query = "SELECT id FROM range(3) ORDER BY id"
+    assert _json_out(capsys, ["sql", "--lake", str(demo_lake), "--json", "--limit", "2", query]) == [{"id": 0}, {"id": 1}]
+    assert main(["sql", "--lake", str(demo_lake), "--json", "--limit", "2", query]) == 0
+    assert "note: more rows match; showing the first 2" in capsys.readouterr().err
+    assert main(["sql", "--lake", str(demo_lake), "--json", "--limit", "3", query]) == 0
+    assert "note" not in capsys.readouterr().err
+
+
+def test_the_run_summary_says_what_expectations_did_not_failed_rows():
+    """A quarantine table's rule drops every good line: "1 (1394 failed rows)" read as bad data."""
+    from cdc_lakehouse.cli import expectation_outcome
+    from cdc_lakehouse.runtime.expectations import ExpectationResult
+
+    quarantine = [ExpectationResult("bronze.q", "is_bad", "drop", passed=3, failed=1394)]
+    assert expectation_outcome(quarantine) == "1 rule: 1394 rows dropped"
+    mixed = [ExpectationResult("t", "a", "warn", 5, 2), ExpectationResult("t", "b", "warn", 6, 1),
+             ExpectationResult("t", "c", "drop", 7, 0)]
+    assert expectation_outcome(mixed) == "3 rules: 3 rows warned, 0 rows dropped"
+    assert expectation_outcome([]) == ""

@@ -13,6 +13,7 @@ import yaml
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
+from cdc_lakehouse.snapshot.cli import housekeeping_summary
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for
@@ -113,6 +114,19 @@ def test_streamed_tables_are_vacuumed_not_optimized(report):
     assert results["bronze.shop_binlog_events"]["optimize"].startswith("skipped: read as a stream by")
     assert isinstance(results["silver.shop_products"]["optimize"], dict)
     assert report["compaction"]["result"][0]["table"] == "silver.shop_changes_compacted"
+
+
+def test_the_summary_says_what_each_step_did_in_one_line(report):
+    """Without --json the command printed the whole report: hundreds of lines, one per table."""
+    lines = {step: done for step, _, done in housekeeping_summary(report)}
+    assert list(lines) == ["compaction", "tombstones", "archive", "acks", "optimize"]
+    assert lines["archive"] == ("7 landing files archived; kept: 1 not committed by every flow reading it, "
+                                "2 snapshot not reconciled yet")
+    assert lines["acks"] == "shop_pg: acknowledged through 2026-03-01T12:00:05.000000Z"
+    assert lines["compaction"].startswith("silver.shop_changes_compacted ")
+    optimized = sum(isinstance(r["optimize"], dict) for r in report["optimize"]["result"])
+    assert lines["optimize"].startswith(f"{optimized} tables optimized (")
+    assert housekeeping_summary({"acks": {"skipped": "--skip"}}) == [("acks", "", "skipped: --skip")]
 
 
 def test_the_pipeline_carries_on_after_housekeeping(spark, kept_house, report):

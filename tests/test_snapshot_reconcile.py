@@ -285,6 +285,22 @@ def test_diff_of_a_table_or_folder_that_is_not_there_is_an_error(spark, tmp_path
     assert "silver.shop_prodcts is neither a table of the lake nor the replica of an onboarded flow" in capsys.readouterr().err
     assert main([*diff, "--table", "silver.shop_products", "--snapshot", str(folder.parent / "s2")]) == 2
     assert f"no snapshot folder at {folder.parent / 's2'}" in capsys.readouterr().err
+    # Before, the wrong table's snapshot was judged by its key: "manifest key ... differs".
+    orders = write_snapshot(landing, "s1", [{"order_id": 1}], table="shop.orders", key=("order_id",))
+    assert main([*diff, "--table", "silver.shop_products", "--snapshot", str(orders)]) == 2
+    assert ("the snapshot is of shop.orders from source shop, but silver.shop_products replicates shop.products "
+            "from source shop") in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_manifest_without_row_count_says_it_is_missing(spark, tmp_path, onboarding):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    folder = write_snapshot(landing, "s1", [product(1, "a", 1.0)])
+    manifest = json.loads((folder / "_manifest.json").read_text())
+    del manifest["row_count"]
+    (folder / "_manifest.json").write_text(json.dumps(manifest))
+    [outcome] = reconcile(spark, landing, lake, onboarding)
+    assert (outcome.status, outcome.reason) == (
+        "quarantined", "invalid manifest: row_count is missing (the number of rows in the part files)")
 
 
 def test_diff_against_an_onboarded_replica_not_created_yet_says_it_would_seed_it(spark, tmp_path, onboarding):
@@ -298,17 +314,33 @@ def test_diff_against_an_onboarded_replica_not_created_yet_says_it_would_seed_it
 def test_reconcile_command(spark, tmp_path, onboarding, capsys):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     write_snapshot(landing, "s1", [product(1, "a", 1.0)])
-    assert main(["snapshot", "reconcile", "--lake", str(lake), "--config", str(onboarding),
+    assert main(["snapshot", "reconcile", "--lake", str(lake), "--new-lake", "--config", str(onboarding),
                  "--landing", str(landing), "--json"]) == 0
     [printed] = json.loads(capsys.readouterr().out)
     assert (printed["status"], printed["counts"]["inserts"]) == ("reconciled", 1)
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_reconcile_against_a_folder_without_tables_needs_new_lake(spark, tmp_path, onboarding, capsys, made):
+    """A mistyped --lake passed for a new one: the snapshot was recorded as done, with corrections
+    that seed an empty replica, and the real lake never got its deletes."""
+    landing, lake = tmp_path / "landing", tmp_path / "typo"
+    if made:
+        lake.mkdir()
+    write_snapshot(landing, "s1", [product(1, "a", 1.0)])
+    capsys.readouterr()
+    assert main(["snapshot", "reconcile", "--lake", str(lake), "--config", str(onboarding),
+                 "--landing", str(landing)]) == 2
+    said = " ".join(capsys.readouterr().err.split())  # the console may wrap the line
+    assert f"{lake} is not a lake: it holds no tables." in said and "pass --new-lake" in said
+    assert not list(landing.rglob("corrections/*"))
 
 
 def test_reconcile_of_several_snapshots_prints_a_row_for_each(spark, tmp_path, onboarding, capsys):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     write_snapshot(landing, "s1", [product(1, "a", 1.0)])
     write_snapshot(landing, "s2", [product(1, "a", 2.0)], taken_at=T0 + timedelta(hours=1))
-    assert main(["snapshot", "reconcile", "--lake", str(lake), "--config", str(onboarding),
+    assert main(["snapshot", "reconcile", "--lake", str(lake), "--new-lake", "--config", str(onboarding),
                  "--landing", str(landing)]) == 0
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines()]
     assert {(row[2], row[3]) for row in cells if len(row) > 3} == {("s1", "skipped"), ("s2", "reconciled")}

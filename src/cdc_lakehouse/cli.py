@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from datetime import date, datetime
 from decimal import Decimal
@@ -12,7 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
-from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir
+from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir, positive_int
 from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
 from cdc_lakehouse.remote.cli import add_remote_commands
@@ -64,13 +65,25 @@ def _run(sources, lake, configuration, full_refresh) -> int:
     for column in ("flow", "target", "status", "batch", "read", "written", "expectations", "s"):
         table.add_column(column)
     for e in result.events:
-        failed = sum(r.failed for r in e.expectations)
         table.add_row(
             e.flow, e.target, e.status, str(e.batch_id), str(e.rows_read), str(e.rows_written),
-            f"{len(e.expectations)} ({failed} failed rows)" if e.expectations else "", str(e.duration_s),
+            expectation_outcome(e.expectations), str(e.duration_s),
         )
     console.print(table)
     return 0
+
+
+def expectation_outcome(results) -> str:
+    """What a flow's expectations did, by action: a quarantine table's rule drops every good
+    row, which "failed rows" made read as bad data."""
+    if not results:
+        return ""
+    done = {"drop": "dropped", "warn": "warned", "fail": "failed"}
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[done.get(r.action, r.action)] = counts.get(done.get(r.action, r.action), 0) + r.failed
+    rules = f"{len(results)} rule{'s' if len(results) > 1 else ''}"
+    return f"{rules}: " + ", ".join(f"{n} rows {what}" for what, n in counts.items())
 
 
 def cmd_tables(args) -> int:
@@ -97,9 +110,20 @@ def cmd_tables(args) -> int:
 def cmd_sql(args) -> int:
     from cdc_lakehouse.runtime.catalog import run_sql
 
+    from pyspark.errors import PySparkException
+
     spark = _spark()
-    df = run_sql(spark, _store(spark, args.lake), args.query)
-    rows = [r.asDict(recursive=True) for r in df.limit(args.limit).collect()]
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = True  # PySpark logs the error whole; we print it once
+    try:
+        df = run_sql(spark, _store(spark, args.lake), args.query)
+        rows = [r.asDict(recursive=True) for r in df.limit(args.limit + 1).collect()]
+    except PySparkException as exc:  # the user's query: Spark's message says what is wrong
+        console.print(f"[red]error:[/red] {_first_paragraph(str(exc))}")
+        return 2
+    if len(rows) > args.limit:
+        rows = rows[: args.limit]
+        console.print(f"[yellow]note:[/yellow] more rows match; showing the first {args.limit} (--limit N shows more)")
     if args.json:
         print(json.dumps(rows, indent=2, default=_json_default))
         return 0
@@ -110,6 +134,16 @@ def cmd_sql(args) -> int:
         table.add_row(*[_cell(r[c]) for c in df.columns])
     stdout_console().print(table)
     return 0
+
+
+def _first_paragraph(message: str) -> str:
+    """Spark's error without the query plan or JVM stack trace it appends."""
+    lines = []
+    for line in message.strip().splitlines():
+        if line.startswith(("'", "+-", ":-", "JVM stacktrace")) or not line.strip():
+            break
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _json_default(value):
@@ -129,31 +163,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the project pipeline once over all new landing input")
-    run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"))
-    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir)
-    run.add_argument("--lake", default=".lake")
-    run.add_argument("--full-refresh", action="store_true")
+    run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"),
+                     help="onboarding file (default: conf/onboarding.yml of the repo)")
+    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir,
+                     help="landing root (default: the repo's fixtures/landing)")
+    run.add_argument("--lake", default=".lake", help="the lake directory, made on the first run (default .lake)")
+    run.add_argument("--full-refresh", action="store_true",
+                     help="recompute every table from its input, as a Databricks full refresh")
     run.set_defaults(func=cmd_run)
 
     pipeline = sub.add_parser("pipeline", help="run any folder of dlt pipeline files")
     pipeline_sub = pipeline.add_subparsers(dest="pipeline_command", required=True)
     prun = pipeline_sub.add_parser("run")
     prun.add_argument("--source", action="append", required=True, help="glob of pipeline files")
-    prun.add_argument("--lake", required=True)
+    prun.add_argument("--lake", required=True, help="the lake directory, made on the first run")
     prun.add_argument("--conf", action="append", default=[], type=key_value, help="key=value pipeline configuration")
-    prun.add_argument("--full-refresh", action="store_true")
+    prun.add_argument("--full-refresh", action="store_true", help="recompute every table from its input")
     prun.set_defaults(func=cmd_pipeline_run)
 
     tables = sub.add_parser("tables", help="list the lake's tables")
-    tables.add_argument("--lake", default=".lake", type=lake_dir)
-    tables.add_argument("--json", action="store_true")
+    tables.add_argument("--lake", default=".lake", type=lake_dir, help="the lake directory (default .lake)")
+    tables.add_argument("--json", action="store_true", help="print JSON instead of a table")
     tables.set_defaults(func=cmd_tables)
 
     sql = sub.add_parser("sql", help="Spark SQL with every table registered under its name")
-    sql.add_argument("query")
-    sql.add_argument("--lake", default=".lake", type=lake_dir)
-    sql.add_argument("--json", action="store_true")
-    sql.add_argument("--limit", type=int, default=1000)
+    sql.add_argument("query", help="e.g. \"SELECT * FROM gold.audit_log WHERE user = 'api'\"")
+    sql.add_argument("--lake", default=".lake", type=lake_dir, help="the lake directory (default .lake)")
+    sql.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sql.add_argument("--limit", type=positive_int, default=1000,
+                     help="print at most this many rows (default 1000; a note says when more match)")
     sql.set_defaults(func=cmd_sql)
 
     add_capture_commands(sub)

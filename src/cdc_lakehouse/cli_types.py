@@ -15,7 +15,19 @@ def lake_dir(value: str) -> str:
     """A lake that must exist already (to list, query, render or compare with it)."""
     if not Path(value).is_dir():
         raise argparse.ArgumentTypeError(f"no lake at {value} (`cdc-lakehouse run --lake {value}` makes one)")
+    if not is_lake(Path(value)):
+        raise argparse.ArgumentTypeError(not_a_lake(value))
     return value
+
+
+def is_lake(path: Path) -> bool:
+    """A folder holding at least one table (``<schema>/<table>/_delta_log``): a mistyped path to
+    an existing folder would otherwise read as a lake with no tables."""
+    return any(path.glob("*/*/_delta_log"))
+
+
+def not_a_lake(value: str) -> str:
+    return f"{value} is not a lake: it holds no tables (`cdc-lakehouse run --lake {value}` makes one)"
 
 
 def landing_dir(value: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cdc_lakehouse.cli_types import lake_dir, missing_landing, non_negative_float
+from cdc_lakehouse.cli_types import is_lake, lake_dir, missing_landing, non_negative_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
@@ -27,7 +27,9 @@ def add_snapshot_commands(subparsers) -> None:
     _where(reconcile, lake_must_exist=False)  # a first reconcile may come before the first run
     _onboarding(reconcile)
     reconcile.add_argument("--landing", required=True, help="landing root (<landing>/<source>/snapshot/...)")
-    reconcile.add_argument("--json", action="store_true")
+    reconcile.add_argument("--new-lake", action="store_true",
+                           help="--lake has no tables yet: the first snapshots seed its replicas")
+    reconcile.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     reconcile.set_defaults(func=cmd_reconcile)
 
     diff = commands.add_parser("diff", help="dry run: count the corrective changes of one snapshot, write nothing")
@@ -94,9 +96,11 @@ def cmd_reconcile(args) -> int:
 
     onboarding = _load_onboarding(args)  # fail fast on a bad file, before Spark starts
     _check_landing(args)
-    if args.lake and not Path(args.lake).is_dir():
-        # Said, not refused: a mistyped lake would otherwise pass for a fresh one silently.
-        stderr_console().print(f"[yellow]note:[/yellow] no lake at {args.lake} yet: each first snapshot seeds its replica")
+    if args.lake and not args.new_lake and not is_lake(Path(args.lake)):
+        # A mistyped lake would pass for a new one: every snapshot would be recorded as done
+        # with corrections that seed empty replicas, and the real lake would never get them.
+        raise LookupError(f"{args.lake} is not a lake: it holds no tables. To seed a new lake's replicas "
+                          "from the first snapshots, before its first pipeline run, pass --new-lake")
     spark, store = open_store(args)
     outcomes = reconcile_landing(spark, store, onboarding, Path(args.landing), args.silver_schema)
     _print_outcomes([o.as_dict() for o in outcomes], args.json, "snapshot reconcile")
@@ -135,8 +139,13 @@ def cmd_housekeeping(args) -> int:
     report = housekeeping(spark, store, onboarding, Path(args.landing), Path(args.lake) if args.lake else None, options)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
-    else:
-        stdout_console().print_json(json.dumps(_summary(report), default=str))
+        return 0
+    table = Table(title="housekeeping (--json for every table's details)")
+    for column in ("step", "seconds", "done"):
+        table.add_column(column, overflow="fold")
+    for step, seconds, done in housekeeping_summary(report):
+        table.add_row(step, seconds, done)
+    stdout_console().print(table)
     return 0
 
 
@@ -179,10 +188,42 @@ def _outcomes(rows: list[dict], title: str) -> Table:
     return table
 
 
-def _summary(report: dict) -> dict:
-    """The report without the list of archived file names."""
-    shown = dict(report)
-    result = (shown.get("archive") or {}).get("result")
-    if isinstance(result, dict):
-        shown["archive"] = {**shown["archive"], "result": {k: v for k, v in result.items() if k != "files"}}
-    return shown
+def housekeeping_summary(report: dict) -> list[tuple[str, str, str]]:
+    """One line per step: (step, seconds, what it did)."""
+    lines = []
+    for step, outcome in report.items():
+        if "skipped" in outcome:
+            lines.append((step, "", f"skipped: {outcome['skipped']}"))
+        else:
+            lines.append((step, f"{outcome['seconds']:.1f}", _STEP_SUMMARIES[step](outcome["result"])))
+    return lines
+
+
+def _compaction_done(result: list[dict]) -> str:
+    return "; ".join(f"{r['table']} {r['status']}" + (f" ({r['rows_written']} rows)" if "rows_written" in r else "")
+                     for r in result) or "no change streams"
+
+
+def _tombstones_done(result: list[dict]) -> str:
+    return f"{sum(r['expired'] for r in result)} tombstones expired in {len(result)} tables"
+
+
+def _archive_done(result: dict) -> str:
+    kept = ", ".join(f"{n} {why}" for why, n in sorted(result["kept"].items()))
+    return f"{result['archived']} landing files archived" + (f"; kept: {kept}" if kept else "")
+
+
+def _acks_done(result: list[dict]) -> str:
+    return "; ".join(f"{a['source']}: acknowledged through {a['applied_through']['end_ts']}" for a in result) \
+        or "no shadow source to acknowledge"
+
+
+def _optimize_done(result: list[dict]) -> str:
+    compacted = [r["optimize"] for r in result if isinstance(r["optimize"], dict)]
+    return (f"{len(compacted)} tables optimized ({sum(o['files_removed'] for o in compacted)} files into "
+            f"{sum(o['files_added'] for o in compacted)}), {len(result) - len(compacted)} left as read by a stream; "
+            f"{sum(r['vacuumed_files'] for r in result)} files vacuumed")
+
+
+_STEP_SUMMARIES = {"compaction": _compaction_done, "tombstones": _tombstones_done, "archive": _archive_done,
+                   "acks": _acks_done, "optimize": _optimize_done}

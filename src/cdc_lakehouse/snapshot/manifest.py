@@ -130,7 +130,9 @@ def parse_manifest(data: dict, folder: SnapshotFolder) -> Manifest:
     taken_at = _timestamp(data.get("taken_at"), "taken_at", problems)
     position = _position(data.get("position"), problems)
     row_count = data.get("row_count")
-    if not (isinstance(row_count, int) and not isinstance(row_count, bool) and row_count >= 0):
+    if row_count is None:
+        problems.append("row_count is missing (the number of rows in the part files)")
+    elif not (isinstance(row_count, int) and not isinstance(row_count, bool) and row_count >= 0):
         problems.append("row_count must be a whole number >= 0")
     if problems:
         raise InvalidSnapshot("invalid manifest: " + "; ".join(problems))

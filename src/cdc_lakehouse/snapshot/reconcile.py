@@ -270,6 +270,9 @@ def diff_snapshot(spark, store, snapshot_path, replica: str, onboarding=None, si
     except InvalidSnapshot as exc:
         return Outcome(folder.source, folder.table, folder.snapshot_id, QUARANTINED, str(exc))
     if flow is not None:
+        if (folder.source, manifest.table) != (flow.source, flow.qualified_table):
+            raise LookupError(f"the snapshot is of {manifest.table} from source {folder.source}, but {replica} "
+                              f"replicates {flow.qualified_table} from source {flow.source}")
         spec, capture = cmp.TableSpec.from_flow(flow, silver), flow.capture
     else:
         spec = cmp.TableSpec(source=folder.source, table=manifest.table, keys=manifest.key, replica=replica)
