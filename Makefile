@@ -4,6 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 LAKE ?= .lake
+DEMO_LANDING ?= .demo/landing
 
 .PHONY: install services browser demo test clean
 
@@ -16,8 +17,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[local,dev]'
 	touch $@
 
+# The demo lands into a copy of fixtures/landing: snapshot reconcile writes its corrections
+# into the landing folder, and the fixtures stay as committed.
 demo: install
-	$(BIN)/cdc-lakehouse run --lake $(LAKE) --full-refresh
+	rm -rf $(DEMO_LANDING) && mkdir -p $(dir $(DEMO_LANDING)) && cp -r fixtures/landing $(DEMO_LANDING)
+	$(BIN)/cdc-lakehouse run --landing $(DEMO_LANDING) --lake $(LAKE) --full-refresh
+	$(BIN)/cdc-lakehouse snapshot reconcile --landing $(DEMO_LANDING) --lake $(LAKE)
+	$(BIN)/cdc-lakehouse run --landing $(DEMO_LANDING) --lake $(LAKE)
 	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
 	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.landing_summary ORDER BY source, bronze_table"
 	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.replication_health"

@@ -33,8 +33,9 @@ def landing(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_lake(spark, tmp_path_factory) -> Path:
-    """The lake ``make demo`` builds: every layer, every source of conf/onboarding.yml, run by
-    the CLI on fixtures/landing. Read-only: several test modules share it."""
+    """The lake ``make demo`` builds in its first update (its snapshot step corrects nothing):
+    every layer, every source of conf/onboarding.yml, run by the CLI on fixtures/landing.
+    Read-only: several test modules share it."""
     from cdc_lakehouse.cli import main
 
     lake = tmp_path_factory.mktemp("demo") / "lake"

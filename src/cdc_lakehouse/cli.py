@@ -83,7 +83,7 @@ def expectation_outcome(results) -> str:
     for r in results:
         counts[done.get(r.action, r.action)] = counts.get(done.get(r.action, r.action), 0) + r.failed
     rules = f"{len(results)} rule{'s' if len(results) > 1 else ''}"
-    return f"{rules}: " + ", ".join(f"{n} rows {what}" for what, n in counts.items())
+    return f"{rules}: " + ", ".join(f"{n} row{'' if n == 1 else 's'} {what}" for what, n in counts.items())
 
 
 def cmd_tables(args) -> int:
