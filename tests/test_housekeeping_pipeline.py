@@ -13,7 +13,7 @@ import yaml
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
-from cdc_lakehouse.snapshot.cli import housekeeping_summary
+from cdc_lakehouse.housekeeping.summary import housekeeping_summary
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for

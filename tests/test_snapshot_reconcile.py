@@ -4,7 +4,9 @@ shape and order, and which snapshots are not read (incomplete) or quarantined (w
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -290,6 +292,10 @@ def test_diff_of_a_table_or_folder_that_is_not_there_is_an_error(spark, tmp_path
     assert main([*diff, "--table", "silver.shop_products", "--snapshot", str(orders)]) == 2
     assert ("the snapshot is of shop.orders from source shop, but silver.shop_products replicates shop.products "
             "from source shop") in " ".join(capsys.readouterr().err.split())
+    # A folder outside a landing layout names no source; its table is still checked.
+    elsewhere = Path(shutil.copytree(folder, tmp_path / "export" / "shop.products" / "s1"))
+    outcome = diff_snapshot(spark, DeltaRsStore(spark, lake), elsewhere, "silver.shop_products", load_onboarding(onboarding))
+    assert (outcome.source, outcome.status, outcome.counts["unchanged"]) == ("?", "dry_run", 1)
 
 
 def test_a_manifest_without_row_count_says_it_is_missing(spark, tmp_path, onboarding):

@@ -250,6 +250,15 @@ def state_reached(store, spec: cmp.TableSpec, previous: dict) -> bool:
     return store.read(spec.state).filter(at).limit(1).count() > 0
 
 
+def _check_same_table(folder: SnapshotFolder, manifest: Manifest, flow, replica: str) -> None:
+    """A snapshot of another table would be judged by its key or columns, which hides the mix-up.
+    A folder outside a landing layout (``<source>/snapshot/...``) has no source to compare."""
+    source = flow.source if folder.source == "?" else folder.source
+    if (source, manifest.table) != (flow.source, flow.qualified_table):
+        raise LookupError(f"the snapshot is of {manifest.table} from source {source}, but {replica} "
+                          f"replicates {flow.qualified_table} from source {flow.source}")
+
+
 def diff_snapshot(spark, store, snapshot_path, replica: str, onboarding=None, silver: str = "silver") -> Outcome:
     """Dry run of one snapshot folder against a replica table: the counts, nothing written.
     The flow whose ``silver_table`` is ``replica`` (if any) gives keys and column filters.
@@ -270,9 +279,7 @@ def diff_snapshot(spark, store, snapshot_path, replica: str, onboarding=None, si
     except InvalidSnapshot as exc:
         return Outcome(folder.source, folder.table, folder.snapshot_id, QUARANTINED, str(exc))
     if flow is not None:
-        if (folder.source, manifest.table) != (flow.source, flow.qualified_table):
-            raise LookupError(f"the snapshot is of {manifest.table} from source {folder.source}, but {replica} "
-                              f"replicates {flow.qualified_table} from source {flow.source}")
+        _check_same_table(folder, manifest, flow, replica)
         spec, capture = cmp.TableSpec.from_flow(flow, silver), flow.capture
     else:
         spec = cmp.TableSpec(source=folder.source, table=manifest.table, keys=manifest.key, replica=replica)
