@@ -51,6 +51,7 @@ LAYERS = ("bronze", "silver", "gold")
 CONFIG_KEYS = {
     "cdc_lakehouse.landing_path": "landing_path",
     "cdc_lakehouse.onboarding_file": "onboarding_file",
+    "cdc_lakehouse.env": "onboarding_env",
 }
 
 # Resource kind (key under `resources:`) -> model class exported by the public
@@ -588,6 +589,7 @@ def test_artifact_builds_the_project_wheel(bundle: dict[str, Any]) -> None:
     assert (REPO / artifact["path"]).resolve() == REPO
     assert "wheel" in artifact["build"] and "dist" in artifact["build"]
     assert [f["source"] for f in artifact["files"]] == ["dist/cdc_lakehouse-*.whl"]
+    assert artifact["dynamic_version"] is True  # each deploy's wheel is installed, not a cached 0.1.0
 
 
 # -------------------------------------------------------------------------------- job
@@ -662,13 +664,15 @@ def test_job_schedule(job: dict[str, Any], bundle: dict[str, Any]) -> None:
     cron = target_variables(TARGET_NAMES[0])["job_schedule"]
     assert schedule["quartz_cron_expression"] == "${var.job_schedule}"
     assert len(str(cron).split()) in (6, 7), f"not a quartz expression: {cron!r}"
-    assert schedule["timezone_id"] == "${var.job_timezone}"
-    assert schedule["pause_status"] == "UNPAUSED"
+    # The CLI applies development mode's PAUSED only to a schedule without a pause_status: one
+    # set here would have every dev copy run hourly.
+    assert "pause_status" not in schedule
     dev, prod = bundle["targets"]["dev"], bundle["targets"]["prod"]
     # Paused in dev (development mode pauses schedules; the preset says so explicitly) ...
     assert dev["mode"] == "development" and dev["presets"]["trigger_pause_status"] == "PAUSED"
+    assert "pause_status" not in bundle_for_target("dev")["resources"]["jobs"][JOB_KEY]["schedule"]
     # ... running in prod.
-    assert (prod.get("presets") or {}).get("trigger_pause_status", "UNPAUSED") == "UNPAUSED"
+    assert prod["presets"]["trigger_pause_status"] == "UNPAUSED"
     assert job["max_concurrent_runs"] == 1
 
 
@@ -678,6 +682,8 @@ def test_dev_and_prod_differ_where_intended() -> None:
     assert prod_job["email_notifications"]["on_failure"] and "email_notifications" not in dev_job
     assert int(prod["variables"]["retention_hours"]["default"]) >= 168
     assert int(dev["variables"]["retention_hours"]["default"]) >= 168  # Delta's VACUUM safety limit
+    # Each target reads its own `_<env>` keys of the onboarding file.
+    assert (dev["variables"]["onboarding_env"]["default"], prod["variables"]["onboarding_env"]["default"]) == ("dev", "prod")
     # The same tasks everywhere: targets tune, they do not redefine the job.
     assert [t["task_key"] for t in dev_job["tasks"]] == [t["task_key"] for t in prod_job["tasks"]]
 
