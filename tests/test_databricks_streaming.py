@@ -90,6 +90,8 @@ def test_only_the_known_silver_flows_break_databricks_streaming_rules(spark, dem
     expected = {f.name for f in graph.flows.values() if known_gap(f)}
     assert expected, "the pipeline has no silver streaming flows: the test checks nothing"
     assert set(refused) == expected, {name: outcome[name] for name in set(refused) ^ expected}
+    # ... with an error that says so, not Spark's "must be executed with writeStream.start()".
+    assert all(refused[n].startswith("the silver change stream needs a ForEachBatch form") for n in expected), refused
     assert any(why == "ok" for why in outcome.values()), "no streaming flow ran on streaming input"
     replicas = {f.name: outcome[f.name] for f in graph.flows.values() if f.kind == "auto_cdc"}
     assert replicas and set(replicas.values()) == {"ok"}, replicas

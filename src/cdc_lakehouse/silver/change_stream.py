@@ -38,6 +38,20 @@ def to_change_stream(net: DataFrame, origin: str, sequence) -> DataFrame:
     )
 
 
+class NeedsForEachBatch(RuntimeError):
+    """The change stream was handed a streaming DataFrame (a Databricks update)."""
+
+
+def _batch_input(*new_input: DataFrame) -> None:
+    # Spark's own error ("Queries with streaming sources must be executed with
+    # writeStream.start()") would name neither the flow's problem nor the way out.
+    if any(df.isStreaming for df in new_input):
+        raise NeedsForEachBatch(
+            "the silver change stream needs a ForEachBatch form on Databricks, not built yet: it assembles "
+            "transactions per micro-batch with batch operations (docs/databricks.md, 'Streaming rules')"
+        )
+
+
 def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     """Net changes of every committed transaction that any new event belongs to.
 
@@ -45,6 +59,7 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     happens; an open one is held. Re-emitting an already applied transaction is harmless: its
     changes carry the same sequence, which AUTO CDC does not apply twice.
     """
+    _batch_input(new_events)
     # Read by three steps (transactions, touched, row events): compute once.
     events = bt.distinct_events(all_events).persist()
     txns = bt.transactions(events, sessions)
@@ -61,6 +76,7 @@ def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes
     """Net changes of every committed transaction a new change row or transaction row belongs to.
     A change whose transaction row has not arrived is held; a transaction recorded again with a
     later ``end_ts`` is emitted again at its new commit time (the latest recording wins)."""
+    _batch_input(new_changes, new_txns)
     net = shadow_changes.net_changes(new_changes, new_txns, all_changes, all_txns)
     sequence = F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"))
     return to_change_stream(net, "shadow", sequence)
