@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
@@ -24,6 +27,8 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         # Past this a batch is staged in files instead of collected (storage/arrow_handoff.py):
         # a larger collect can exhaust the driver heap and hang rather than fail.
         .config("spark.driver.maxResultSize", "512m")
+        # Passed to the driver JVM at launch (PySpark hands the builder's settings to spark-submit).
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
