@@ -33,8 +33,11 @@ PIPELINE = yaml.safe_load(PIPELINE_YML.read_text(encoding="utf-8"))["resources"]
 LOCAL_VALUES = {  # what ${var.X} means for a local run
     "landing_path": str(REPO / "fixtures" / "landing"),
     "onboarding_file": str(REPO / "conf" / "onboarding.yml"),
+    "onboarding_env": "dev",
 }
 LAYERS = ("bronze", "silver", "gold")
+# Configuration keys read with a default (settings.py): the onboarding environment is `dev`.
+DEFAULTED = {"cdc_lakehouse.env": "nosuch"}
 
 ALLOWED_IN_PIPELINE_FILES = {"dlt", "pyspark", "cdc_lakehouse"}
 # Local-only parts of the package: never imported at module level by code a pipeline loads.
@@ -206,6 +209,10 @@ def test_each_configuration_key_is_read_from_the_pipeline_configuration(spark, k
     from cdc_lakehouse.runtime.runner import pipeline_configuration
 
     assert spark.conf.get(key, None) is None
-    with pipeline_configuration(spark, databricks_configuration(drop=key)):
-        with pytest.raises(Exception, match=re.escape(key)):
+    if key in DEFAULTED:  # absent, it has a default: a value no onboarding file knows must fail
+        configuration, named = {**databricks_configuration(), key: DEFAULTED[key]}, DEFAULTED[key]
+    else:
+        configuration, named = databricks_configuration(drop=key), key
+    with pipeline_configuration(spark, configuration):
+        with pytest.raises(Exception, match=re.escape(named)):
             load_pipeline(spark, loader_sources())

@@ -41,10 +41,11 @@ def _store(spark, lake: str):
 def cmd_run(args) -> int:
     from cdc_lakehouse.config import load_onboarding
 
-    load_onboarding(args.config)  # fail fast, with the file and entry named, before Spark starts
+    load_onboarding(args.config, env=args.env)  # fail fast, with the file and entry named, before Spark starts
     configuration = {
         "cdc_lakehouse.landing_path": str(Path(args.landing).resolve()),
         "cdc_lakehouse.onboarding_file": str(Path(args.config).resolve()),
+        "cdc_lakehouse.env": args.env,
     }
     return _run(PIPELINE_SOURCES, args.lake, configuration, args.full_refresh)
 
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the project pipeline once over all new landing input")
     run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"),
                      help="onboarding file (default: conf/onboarding.yml of the repo)")
+    run.add_argument("--env", default="dev", help="which `_<env>` keys of the onboarding file apply (default dev)")
     run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir,
                      help="landing root (default: the repo's fixtures/landing)")
     run.add_argument("--lake", default=".lake", help="the lake directory, made on the first run (default .lake)")

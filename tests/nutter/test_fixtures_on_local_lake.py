@@ -30,7 +30,8 @@ def is_notebook(path: Path) -> bool:
 
 
 NOTEBOOKS = sorted(p for p in HERE.glob("test_*.py") if is_notebook(p))
-LOCAL_VALUES = {"landing_path": str(REPO / "fixtures" / "landing"), "onboarding_file": str(REPO / "conf" / "onboarding.yml")}
+LOCAL_VALUES = {"landing_path": str(REPO / "fixtures" / "landing"), "onboarding_file": str(REPO / "conf" / "onboarding.yml"),
+                "onboarding_env": "dev"}
 
 
 def pipeline_configuration() -> dict[str, str]:
@@ -77,6 +78,7 @@ def test_the_bundle_configuration_is_the_demo_run_configuration() -> None:
     assert pipeline_configuration() == {
         "cdc_lakehouse.landing_path": str(Path(demo.landing).resolve()),
         "cdc_lakehouse.onboarding_file": str(Path(demo.config).resolve()),
+        "cdc_lakehouse.env": demo.env,
     }
 
 
