@@ -82,7 +82,8 @@ def expectation_outcome(results) -> str:
     done = {"drop": "dropped", "warn": "warned", "fail": "failed"}
     counts: dict[str, int] = {}
     for r in results:
-        counts[done.get(r.action, r.action)] = counts.get(done.get(r.action, r.action), 0) + r.failed
+        what = done.get(r.action, r.action)
+        counts[what] = counts.get(what, 0) + r.failed
     rules = f"{len(results)} rule{'s' if len(results) > 1 else ''}"
     return f"{rules}: " + ", ".join(f"{n} row{'' if n == 1 else 's'} {what}" for what, n in counts.items())
 
@@ -109,9 +110,9 @@ def cmd_tables(args) -> int:
 
 
 def cmd_sql(args) -> int:
-    from cdc_lakehouse.runtime.catalog import run_sql
-
     from pyspark.errors import PySparkException
+
+    from cdc_lakehouse.runtime.catalog import run_sql
 
     spark = _spark()
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
