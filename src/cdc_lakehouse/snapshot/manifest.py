@@ -108,12 +108,15 @@ def discover(landing: str | Path, source: str) -> list[SnapshotFolder]:
     return found
 
 
+UNKNOWN_SOURCE = "?"  # of a snapshot folder outside a landing layout (``<source>/snapshot/...``)
+
+
 def folder_of(path: str | Path) -> SnapshotFolder:
     """A snapshot folder given by path (``.../<source>/snapshot/<schema>.<table>/<id>``)."""
     path = Path(path).resolve()
     if path.name == MANIFEST:
         path = path.parent
-    source = path.parent.parent.parent.name if path.parent.parent.name == "snapshot" else "?"
+    source = path.parent.parent.parent.name if path.parent.parent.name == "snapshot" else UNKNOWN_SOURCE
     return SnapshotFolder(source, path.parent.name, path.name, path)
 
 

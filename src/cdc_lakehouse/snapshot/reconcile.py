@@ -26,7 +26,7 @@ from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import change_stream, read_corrections, write_jsonl
 from cdc_lakehouse.snapshot.ledger import QUARANTINED, RECONCILED, SKIPPED, Ledger
 from cdc_lakehouse.snapshot.manifest import (
-    InvalidSnapshot, Manifest, SnapshotFolder, SnapshotNotReady, discover, folder_of,
+    UNKNOWN_SOURCE, InvalidSnapshot, Manifest, SnapshotFolder, SnapshotNotReady, discover, folder_of,
 )
 from cdc_lakehouse.snapshot.sequence import Sequence, snapshot_sequence, txn_id
 
@@ -253,7 +253,7 @@ def state_reached(store, spec: cmp.TableSpec, previous: dict) -> bool:
 def _check_same_table(folder: SnapshotFolder, manifest: Manifest, flow, replica: str) -> None:
     """A snapshot of another table would be judged by its key or columns, which hides the mix-up.
     A folder outside a landing layout (``<source>/snapshot/...``) has no source to compare."""
-    source = flow.source if folder.source == "?" else folder.source
+    source = flow.source if folder.source == UNKNOWN_SOURCE else folder.source
     if (source, manifest.table) != (flow.source, flow.qualified_table):
         raise LookupError(f"the snapshot is of {manifest.table} from source {source}, but {replica} "
                           f"replicates {flow.qualified_table} from source {flow.source}")
