@@ -8,6 +8,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.silver import arrivals
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver import shadow_changes
 from cdc_lakehouse.silver.binlog_changes import net_changes
@@ -38,18 +39,8 @@ def to_change_stream(net: DataFrame, origin: str, sequence) -> DataFrame:
     )
 
 
-class NeedsForEachBatch(RuntimeError):
-    """The change stream was handed a streaming DataFrame (a Databricks update)."""
-
-
-def _batch_input(*new_input: DataFrame) -> None:
-    # Spark's own error ("Queries with streaming sources must be executed with
-    # writeStream.start()") would name neither the flow's problem nor the way out.
-    if any(df.isStreaming for df in new_input):
-        raise NeedsForEachBatch(
-            "the silver change stream needs a ForEachBatch form on Databricks, not built yet: it assembles "
-            "transactions per micro-batch with batch operations (docs/databricks.md, 'Streaming rules')"
-        )
+def binlog_sequence():
+    return F.struct(F.col("end_lsn").alias("position"), F.col("txn_id").alias("txn"))
 
 
 def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> DataFrame:
@@ -59,7 +50,8 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     happens; an open one is held. Re-emitting an already applied transaction is harmless: its
     changes carry the same sequence, which AUTO CDC does not apply twice.
     """
-    _batch_input(new_events)
+    if new_events.isStreaming:
+        return _streamed_binlog_changes(new_events, all_events, sessions)
     # Read by three steps (transactions, touched, row events): compute once.
     events = bt.distinct_events(all_events).persist()
     txns = bt.transactions(events, sessions)
@@ -68,28 +60,44 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     emitted = committed.join(touched, ["server_id", "begin_lsn"], "left_semi")
     row_events = bt.row_events_in(events, emitted)
     net = net_changes(row_events)
-    sequence = F.struct(F.col("end_lsn").alias("position"), F.col("txn_id").alias("txn"))
-    return to_change_stream(net, "binlog", sequence)
+    return to_change_stream(net, "binlog", binlog_sequence())
 
 
 def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
     """Net changes of every committed transaction a new change row or transaction row belongs to.
     A change whose transaction row has not arrived is held; a transaction recorded again with a
     later ``end_ts`` is emitted again at its new commit time (the latest recording wins)."""
-    _batch_input(new_changes, new_txns)
-    net = shadow_changes.net_changes(new_changes, new_txns, all_changes, all_txns)
+    if new_changes.isStreaming or new_txns.isStreaming:
+        net = shadow_changes.streamed_net_changes(new_changes, new_txns, all_changes, all_txns)
+    else:
+        net = shadow_changes.net_changes(new_changes, new_txns, all_changes, all_txns)
     sequence = F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"))
     return to_change_stream(net, "shadow", sequence)
 
 
-def _touched_transactions(new_events: DataFrame, events: DataFrame) -> DataFrame:
+def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> DataFrame:
+    """The streaming form (silver/arrivals.py): every committed transaction's net changes, joined
+    to the new events that complete them. Nothing is persisted: the static side must be read
+    again for each micro-batch."""
+    events = bt.distinct_events(all_events)
+    committed = bt.transactions(events, sessions).filter(F.col("status") == "committed")
+    last = arrivals.last_arrivals(_with_begin(all_events.withColumn("lsn", bt.log_position())), ["server_id", "begin_lsn"])
+    last = last.join(committed.select("server_id", "begin_lsn", "end_lsn"), ["server_id", "begin_lsn"])
+    done = arrivals.completed(new_events, last, ["server_id", "end_lsn"])
+    net = net_changes(bt.row_events_in(events, committed)).join(done, ["server_id", "end_lsn"])
+    return to_change_stream(net, "binlog", binlog_sequence())
+
+
+def _with_begin(events: DataFrame) -> DataFrame:
+    """Each event with the log position of the transaction it belongs to: the latest begin or
+    ddl before it on its server."""
     starts = F.when(F.col("type").isin("begin", "ddl"), F.col("lsn"))
-    tagged = events.withColumn(
-        "begin_lsn",
-        F.max(starts).over(
-            bt.Window.partitionBy("server_id").orderBy("lsn").rowsBetween(bt.Window.unboundedPreceding, 0)
-        ),
-    ).select("server_id", "file", "pos", "begin_lsn")
+    in_log_order = bt.Window.partitionBy("server_id").orderBy("lsn").rowsBetween(bt.Window.unboundedPreceding, 0)
+    return events.withColumn("begin_lsn", F.max(starts).over(in_log_order))
+
+
+def _touched_transactions(new_events: DataFrame, events: DataFrame) -> DataFrame:
+    tagged = _with_begin(events).select("server_id", "file", "pos", "begin_lsn")
     return (
         new_events.select("server_id", "file", "pos").distinct()
         .join(tagged, ["server_id", "file", "pos"])

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze.json_text import exact_members
-from cdc_lakehouse.silver import keys, net_change
+from cdc_lakehouse.silver import arrivals, keys, net_change
 
 KEY_CHANGE_ROUNDS = 4  # longest chain of key changes on one row that is rebuilt exactly
 ROW_MAP = "map<string,string>"
@@ -114,14 +114,16 @@ def _bases(folded: DataFrame, ops: DataFrame) -> DataFrame:
     )
 
 
-def full_rows(ops: DataFrame) -> DataFrame:
-    # Checkpointed, not persisted: each round's plan would otherwise hold all earlier rounds,
-    # and Spark analyses a plan in full even where its parts are cached.
-    ops = ops.localCheckpoint()
-    folded = _fold(ops, None).localCheckpoint()
-    for _ in range(_rounds(ops) - 1):
-        bases = _bases(folded, ops).localCheckpoint()
-        folded = _fold(ops, bases).localCheckpoint()
+def full_rows(ops: DataFrame, streaming: bool = False) -> DataFrame:
+    # Batch: checkpointed, not persisted: each round's plan would otherwise hold all earlier
+    # rounds, and Spark analyses a plan in full even where its parts are cached. Streaming:
+    # nothing may be materialized (the static side is read again for each micro-batch), so
+    # every round a chain may need is planned.
+    keep = (lambda df: df) if streaming else (lambda df: df.localCheckpoint())
+    ops = keep(ops)
+    folded = keep(_fold(ops, None))
+    for _ in range((KEY_CHANGE_ROUNDS if streaming else _rounds(ops)) - 1):
+        folded = keep(_fold(ops, keep(_bases(folded, ops))))
     return folded
 
 
@@ -146,7 +148,21 @@ def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFr
     rows_keys = touched_rows.select(F.col("t_schema").alias("schema"), F.col("t_table").alias("table"),
                                     F.col("row_key").alias("key"))
     history = ops.join(_with_key_chains(rows_keys, changes), ["schema", "table", "key"], "left_semi")
-    rows = full_rows(history).filter("emit").join(touched.select("txn_id"), "txn_id", "left_semi")
+    return _combined(full_rows(history).filter("emit").join(touched.select("txn_id"), "txn_id", "left_semi"))
+
+
+def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+    """The streaming form (silver/arrivals.py): every committed transaction's net changes, rebuilt
+    from the whole history, joined to the new change or transaction rows that complete them."""
+    ops = operations(distinct_changes(all_changes), latest_transactions(all_txns))
+    net = _combined(full_rows(ops, streaming=True).filter("emit"))
+    lines = all_changes.select("txn_id", *arrivals.ARRIVAL).unionByName(all_txns.select("txn_id", *arrivals.ARRIVAL))
+    new_lines = new_changes.select(*arrivals.ARRIVAL).unionByName(new_txns.select(*arrivals.ARRIVAL))
+    return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")
+
+
+def _combined(rows: DataFrame) -> DataFrame:
+    """The net change per transaction and row of the emitted operations, images as JSON objects."""
     shaped = rows.select(
         "_source", *TXN_COLUMNS[1:], "schema", "table", "ord", "op", "key", "old_key",
         F.expr(_json_expr("after_map")).alias("row"),
