@@ -8,10 +8,15 @@ transaction are computed from the bronze tables' current contents (the static si
 latest version for each micro-batch), each tagged with the landing line of the transaction that
 arrived last; the new rows select the transactions whose last line they bring.
 
-Bronze stamps ``_ingested_at`` once per micro-batch, so a transaction's last line is in the
-micro-batch that completed it, and the transaction is emitted there once with all of its rows.
-A line that arrives later (a late event, a re-delivered file, a new recording of a shadow
-transaction) becomes the last line and emits it again, as the batch form does.
+What makes this exact: when a transaction's last-landed line streams, every line of it is on
+the static side. In a triggered update silver runs after bronze (flows run in dependency order),
+so its static side holds every bronze row of the update, and a line landed in a later update has
+a later ``_ingested_at`` (bronze stamps it once per micro-batch). The transaction is then emitted
+once, in the micro-batch that brings its last line, with all its rows; a line that arrives later
+(a late event, a re-delivered file, a new recording of a shadow transaction) becomes the last line
+and emits it again, as the batch form does. A continuous pipeline breaks this for shadow sources:
+their change and transaction rows are written by two bronze flows, whose micro-batches may commit
+in another order than they were stamped (the bundle's pipeline is triggered: ``continuous: false``).
 """
 
 from __future__ import annotations
