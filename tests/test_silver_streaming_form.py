@@ -129,8 +129,8 @@ def test_binlog_change_stream_streamed_emits_what_the_batch_form_does(spark, bro
 
 
 def test_shadow_change_stream_streamed_emits_what_the_batch_form_does(spark, bronze, tmp_path):
-    changes = Deliveries.write(spark, bronze("shop_pg_shadow_changes"), tmp_path / "changes", "orders/changes-0002.jsonl", 4)
-    txns = Deliveries.write(spark, bronze("shop_pg_shadow_transactions"), tmp_path / "txns", "txns-0001.jsonl", 4)
+    changes = Deliveries.write(spark, bronze("shop_pg_shadow_changes"), tmp_path / "changes", "orders/changes-0002.jsonl", 6)
+    txns = Deliveries.write(spark, bronze("shop_pg_shadow_transactions"), tmp_path / "txns", "txns-0001.jsonl", 6)
 
     def flow(new_changes, new_txns, all_changes, all_txns):
         return shadow_change_batch(new_changes, new_txns, all_changes, all_txns)
