@@ -97,17 +97,21 @@ def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     )
 
 
+def with_begin(events: DataFrame, starts: tuple[str, ...] = ("begin", "ddl")) -> DataFrame:
+    """Each event with ``begin_lsn``, the log position of the latest event of a type in
+    ``starts`` at or before it on its server: the start of the transaction it belongs to."""
+    start = F.when(F.col("type").isin(*starts), F.col("lsn"))
+    in_log_order = Window.partitionBy("server_id").orderBy("lsn").rowsBetween(Window.unboundedPreceding, 0)
+    return events.withColumn("begin_lsn", F.max(start).over(in_log_order))
+
+
 def row_events_in(events: DataFrame, txns: DataFrame) -> DataFrame:
     """Row events of the given transactions, each tagged with its transaction.
 
     Each row event belongs to the latest ``begin`` before it; that begin is found with a running
     maximum over the server's events, and the transaction then joins on (server, begin_lsn).
     """
-    marked = events.withColumn("begin_lsn", F.when(F.col("type") == "begin", F.col("lsn"))).withColumn(
-        "begin_lsn",
-        F.max("begin_lsn").over(Window.partitionBy("server_id").orderBy("lsn").rowsBetween(Window.unboundedPreceding, 0)),
-    )
-    rows = marked.filter(F.col("type").isin(*ROW_TYPES))
+    rows = with_begin(events, ("begin",)).filter(F.col("type").isin(*ROW_TYPES))
     t = txns.select("server_id", "begin_lsn", "end_lsn", "txn_id", "commit_ts", "commit_file", "commit_pos", "user", "role")
     joined = rows.join(t, ["server_id", "begin_lsn"])
     return joined.filter(F.col("lsn") < F.col("end_lsn"))

@@ -81,23 +81,15 @@ def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessi
     again for each micro-batch."""
     events = bt.distinct_events(all_events)
     committed = bt.transactions(events, sessions).filter(F.col("status") == "committed")
-    last = arrivals.last_arrivals(_with_begin(all_events.withColumn("lsn", bt.log_position())), ["server_id", "begin_lsn"])
+    last = arrivals.last_arrivals(bt.with_begin(all_events.withColumn("lsn", bt.log_position())), ["server_id", "begin_lsn"])
     last = last.join(committed.select("server_id", "begin_lsn", "end_lsn"), ["server_id", "begin_lsn"])
     done = arrivals.completed(new_events, last, ["server_id", "end_lsn"])
     net = net_changes(bt.row_events_in(events, committed)).join(done, ["server_id", "end_lsn"])
     return to_change_stream(net, "binlog", binlog_sequence())
 
 
-def _with_begin(events: DataFrame) -> DataFrame:
-    """Each event with the log position of the transaction it belongs to: the latest begin or
-    ddl before it on its server."""
-    starts = F.when(F.col("type").isin("begin", "ddl"), F.col("lsn"))
-    in_log_order = bt.Window.partitionBy("server_id").orderBy("lsn").rowsBetween(bt.Window.unboundedPreceding, 0)
-    return events.withColumn("begin_lsn", F.max(starts).over(in_log_order))
-
-
 def _touched_transactions(new_events: DataFrame, events: DataFrame) -> DataFrame:
-    tagged = _with_begin(events).select("server_id", "file", "pos", "begin_lsn")
+    tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
     return (
         new_events.select("server_id", "file", "pos").distinct()
         .join(tagged, ["server_id", "file", "pos"])
