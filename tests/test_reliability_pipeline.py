@@ -15,8 +15,11 @@ deterministic subset is re-run, one point per recovery path: the last commit poi
 event log: a completed update re-run), and just after the
 first commit of: the first bronze table (a streaming table), the silver change stream (an
 append flow) and the SCD1 replica ``orders`` (its AUTO CDC state table not committed yet).
-Materialized views (the silver transactions table, gold) are recomputed and overwritten whole
-at every update, a path every re-run takes, so no point is kept for them. One more test crashes
+Materialized views (the silver transactions table, gold) are recomputed whole at an update
+unless their definition and inputs are those of their last recorded refresh; the record follows
+the view's commit, so a kill between the two recomputes the view at the re-run, and the last
+point (a completed update re-run) takes the path where each view is kept
+(tests/test_skipped_work.py kills an update before a view's commit). One more test crashes
 the run in-process (the hook raises, ``finally`` blocks run) between the SCD2 history's commit
 and its state table's.
 ``CDC_LAKEHOUSE_CRASH_POINTS=tables`` re-runs the point after the first commit of *every* table

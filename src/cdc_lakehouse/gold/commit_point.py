@@ -32,7 +32,6 @@ def source_watermark(source: str, changes: DataFrame, gold_tables: list[str]) ->
     ).select(
         F.lit(source).alias("source"), "sequence", "commit_ts", "txn_id", "transactions", "changes",
         "first_commit_ts", F.array(*[F.lit(t) for t in gold_tables]).cast("array<string>").alias("gold_tables"),
-        F.current_timestamp().alias("refreshed_at"),
     )
 
 

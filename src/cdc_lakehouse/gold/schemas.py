@@ -64,7 +64,6 @@ REPLICATION_WATERMARK = GoldTable(
         ("changes", "BIGINT", "Row changes applied up to the commit point (net: one per transaction and row)."),
         ("first_commit_ts", "TIMESTAMP", "Commit time of the first transaction applied."),
         ("gold_tables", "ARRAY<STRING>", "The gold replicas of the source, all at this commit point."),
-        ("refreshed_at", "TIMESTAMP", "When the pipeline update computed this commit point."),
     ),
 )
 

@@ -13,6 +13,9 @@ import shutil
 from pathlib import Path
 
 
+REFRESH = "refresh.json"
+
+
 class FlowCheckpoint:
     def __init__(self, root: Path, flow: str):
         self.dir = root / flow.replace("/", "_")
@@ -34,10 +37,15 @@ class FlowCheckpoint:
 
     def write_offsets(self, batch: int, offsets: dict) -> None:
         """Atomic: a crash leaves either no plan or the whole plan."""
-        self.offsets_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.offsets_dir / f".{batch}.json.tmp"
-        tmp.write_text(json.dumps(offsets, sort_keys=True))
-        os.replace(tmp, self.offsets_dir / f"{batch}.json")
+        _write_json(self.offsets_dir / f"{batch}.json", offsets)
+
+    def refresh(self) -> dict:
+        """What the last completed refresh of a materialized view recorded (unchanged_views.py)."""
+        path = self.dir / REFRESH
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def write_refresh(self, record: dict) -> None:
+        _write_json(self.dir / REFRESH, record)
 
     def files_seen(self, source_id: str, before_batch: int) -> set[str]:
         """Every file a file source has planned in batches before ``before_batch``."""
@@ -49,3 +57,10 @@ class FlowCheckpoint:
 
     def reset(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)

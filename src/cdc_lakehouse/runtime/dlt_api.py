@@ -25,6 +25,11 @@ def _register(dataset: Dataset) -> None:
     _graph.get().add_dataset(dataset)
 
 
+def _add_flow(flow: Flow) -> None:
+    flow.source_file = _source_file.get()
+    _graph.get().add_flow(flow)
+
+
 def _decorator_or_call(func, make):
     """``@dlt.table`` works bare and with arguments."""
     if callable(func):
@@ -48,7 +53,7 @@ def _dataset_decorator(kind: str, **options):
             )
         )
         if kind != "view":
-            _graph.get().add_flow(Flow(name=name, target=name, kind="query", func=func))
+            _add_flow(Flow(name=name, target=name, kind="query", func=func))
         return func
 
     return make
@@ -105,7 +110,7 @@ create_target_table = create_streaming_table
 # -- flows ----------------------------------------------------------------------------------
 def append_flow(target: str, name: str | None = None, spark_conf=None, comment=None, once=False):
     def make(func: Callable):
-        _graph.get().add_flow(Flow(name=name or func.__name__, target=target, kind="append", func=func, once=once))
+        _add_flow(Flow(name=name or func.__name__, target=target, kind="append", func=func, once=once))
         return func
 
     return make
@@ -125,7 +130,7 @@ def create_auto_cdc_flow(target, source, keys, sequence_by, ignore_null_updates=
         track_history_except_column_list=track_history_except_column_list,
     )
     flow = name or flow_name or f"{target}__auto_cdc"
-    _graph.get().add_flow(Flow(name=flow, target=target, kind="auto_cdc", once=once, cdc=params))
+    _add_flow(Flow(name=flow, target=target, kind="auto_cdc", once=once, cdc=params))
 
 
 apply_changes = create_auto_cdc_flow
@@ -140,7 +145,7 @@ def create_auto_cdc_from_snapshot_flow(target, source, keys, stored_as_scd_type=
         track_history_except_column_list=track_history_except_column_list,
     )
     flow = name or f"{target}__auto_cdc_snapshot"
-    _graph.get().add_flow(Flow(name=flow, target=target, kind="auto_cdc_snapshot", cdc=params))
+    _add_flow(Flow(name=flow, target=target, kind="auto_cdc_snapshot", cdc=params))
 
 
 def apply_changes_from_snapshot(target, snapshot_and_version=None, keys=None, stored_as_scd_type=1,

@@ -42,6 +42,12 @@ def list_files(path: str, options: dict) -> list[str]:
     return sorted(found)
 
 
+def listing_options(options: dict) -> dict:
+    """The options ``list_files`` uses, as a checkpoint records them."""
+    name_filter = _option(options, "pathGlobFilter")
+    return {"pathGlobFilter": name_filter} if name_filter else {}
+
+
 def _wanted(filename: str, name_filter: str | None) -> bool:
     if name_filter:
         return fnmatch.fnmatch(filename, name_filter)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
 from pyspark.sql import DataFrame
 
 from cdc_lakehouse.runtime import file_source
+from cdc_lakehouse.runtime.fingerprint import DEFINITION, definition_fingerprint
 from cdc_lakehouse.storage import Commit
 
 
@@ -35,6 +37,16 @@ class FlowBatch:
     @property
     def store(self):
         return self.runner.store
+
+    @property
+    def recomputes_all(self) -> bool:
+        """A batch query, written over the whole table: not streamed, not refreshed by partition."""
+        return not self.streaming and self.view_refresh is None
+
+    @functools.cached_property
+    def definition(self) -> str:
+        target = self.runner.graph.datasets[self.flow.target]
+        return definition_fingerprint(target, self.flow, self.runner.configuration)
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> int:
@@ -69,7 +81,27 @@ class FlowBatch:
     def commit_plan(self) -> None:
         # A view's refresh overwrites it from its input as of now, so a re-run plans afresh.
         if self.view_refresh is not None or (self.streaming and not self.replay):
-            self.checkpoint.write_offsets(self.id, self.offsets)
+            self.checkpoint.write_offsets(self.id, {**self.offsets, DEFINITION: self.definition})
+
+    def quiet(self) -> bool:
+        """Whether every source the last batch read has nothing new, and the flow is defined as
+        it was then (a changed definition may read other sources). Then the flow has nothing to
+        do, and it is known before the flow plans its query, which costs more than the check."""
+        sources = {k: v for k, v in self.previous.items() if k != DEFINITION}
+        if self.replay or not sources or self.previous.get(DEFINITION) != self.definition:
+            return False
+        return all(self._source_quiet(source, offset) for source, offset in sources.items())
+
+    def _source_quiet(self, source: str, offset: dict) -> bool:
+        kind, _, name = source.partition(":")
+        if kind == "table" and name in self.runner.graph.datasets:
+            self.runner.ensure(name)
+            return self.store.version(name) == offset.get("version")
+        if kind == "files":
+            # Listing without the recorded filter finds at least the files the flow would read.
+            seen = self.checkpoint.files_seen(source, self.id)
+            return all(f in seen for f in file_source.list_files(name, offset.get("listing", {})))
+        return False
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, name: str) -> DataFrame:
@@ -105,15 +137,16 @@ class FlowBatch:
         else:
             seen = self.checkpoint.files_seen(source, self.id)
             files = [f for f in file_source.list_files(path, options) if f not in seen]
+        listing = file_source.listing_options(options)
         if not files:
-            self._record(source, {"files": []}, 0)
+            self._record(source, {"files": [], "listing": listing}, 0)
             empty = file_source.empty_frame(self.runner.spark, fmt, options, schema)
             if empty is None:
                 raise NoNewInput
             return empty
         df = file_source.read_files(self.runner.spark, files, fmt, options, schema)
         # Counting the new rows costs one pass over the new files; the event log needs it.
-        self._record(source, {"files": files}, df.count())
+        self._record(source, {"files": files, "listing": listing}, df.count())
         return df
 
     def _planned(self, source: str, key: str):

@@ -44,6 +44,7 @@ class Flow:
     func: Callable | None = None
     once: bool = False
     cdc: dict = field(default_factory=dict)  # AUTO CDC parameters, as documented
+    source_file: str | None = None
 
 
 @dataclass

@@ -8,27 +8,25 @@ property). The view must read exactly one table, which has those columns, and ea
 must keep its partition's values in the columns of the same names; one that reads a pipeline
 view (``@dlt.view``) is always recomputed in full.
 
-The view's checkpoint records, per refresh, the input table's version and a fingerprint of the
-code that defines the view. When the input only grew since then (appends, as a streaming table
-does) and the code is the same, the refresh recomputes the partitions of the appended rows and
-keeps every other row of the view. Anything else recomputes the view in full: the first refresh,
-a rewritten input (compaction, full refresh), a changed definition, a second input.
+The view's checkpoint records, per refresh, the input table's version and the fingerprint of
+the view's definition (fingerprint.py). When the input only grew since then (appends, as a
+streaming table does) and the definition is the same, the refresh recomputes the partitions of
+the appended rows and keeps every other row of the view; when the input did not change at all,
+the update skips the view. Anything else recomputes the view in full: the first refresh, a
+rewritten input (compaction, full refresh), a changed definition, a second input.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.runtime.fingerprint import DEFINITION
 from cdc_lakehouse.settings import REFRESH_BY_PARTITION
 from cdc_lakehouse.storage import StreamingSourceChanged
 
-DEFINITION = "definition"  # checkpoint entry holding the code fingerprint
 BROADCAST_ROWS = 1_000_000  # appended rows up to which their partitions are broadcast
 
 
@@ -39,25 +37,6 @@ class FullRefreshNeeded(Exception):
 def partition_columns(target) -> list[str]:
     value = str(target.table_properties.get(REFRESH_BY_PARTITION, "")).strip()
     return [c.strip() for c in value.split(",") if c.strip()]
-
-
-def definition_fingerprint(target) -> str:
-    """Changes with the view's pipeline file, its declaration, or any code of this package."""
-    digest = hashlib.sha256(_package_fingerprint().encode())
-    if target.source_file and Path(target.source_file).is_file():
-        digest.update(Path(target.source_file).read_bytes())
-    digest.update(repr((target.name, target.schema, sorted(target.table_properties.items()))).encode())
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def _package_fingerprint() -> str:
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 @dataclass
@@ -92,7 +71,7 @@ class ViewRefresh:
     def __init__(self, store, target, batch):
         self.store, self.target, self.batch = store, target, batch
         self.columns = partition_columns(target)
-        batch.offsets[DEFINITION] = definition_fingerprint(target)
+        batch.offsets[DEFINITION] = batch.definition
         self.partitions = self._plan()
 
     def _plan(self) -> Partitions | None:

@@ -26,6 +26,7 @@ from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, 
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
 from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
+from cdc_lakehouse.runtime.unchanged_views import RefreshKey, refresh_key
 
 
 @dataclass
@@ -89,9 +90,9 @@ class PipelineRunner:
         token = dlt_api._reader.set(batch)
         try:
             self._execute(flow, batch, event)
-        except NoNewInput:
+        except NoNewInput as skipped:
             event.status = "SKIPPED"
-            event.message = "no new input"
+            event.message = str(skipped) or "no new input"
         except Exception as exc:
             event.status = "FAILED"
             event.message = f"{type(exc).__name__}: {exc}"
@@ -105,6 +106,8 @@ class PipelineRunner:
     def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
         target = self.graph.datasets[flow.target]
         event.batch_id = batch.open()
+        if batch.quiet():
+            raise NoNewInput
         if flow.kind == "auto_cdc_snapshot":
             event.rows_written = write_snapshot_cdc(self, flow, target, batch)
             return
@@ -115,6 +118,7 @@ class PipelineRunner:
         if batch.streaming and not batch.new_input or _nothing_typed_yet(flow, source):
             self._create_empty(flow, target, source)
             raise NoNewInput
+        key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
         expectations = target.expectations + dlt_api.expectations_of(flow.func)
         kept, counts = apply_expectations(source, target.name, expectations)
@@ -126,6 +130,8 @@ class PipelineRunner:
         else:
             event.rows_written = write_query(self, target, kept, batch)
         event.expectations = counts()
+        if key is not None:
+            key.record()
 
     def _query(self, flow: Flow, target: Dataset, batch: FlowBatch) -> DataFrame:
         """A query flow's result; of a view refreshed by partition, only its touched partitions."""
@@ -222,6 +228,17 @@ def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
     with pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
         return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh).run()
+
+
+def _refresh_key(flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> RefreshKey | None:
+    """The key of a query recomputed in full, recorded once it is written; stops the flow when
+    its last refresh recorded the same key."""
+    if flow.kind != "query" or not batch.recomputes_all:
+        return None
+    key = refresh_key(batch, target.name, source)
+    if key is not None and key.unchanged():
+        raise NoNewInput("inputs and definition unchanged since the last refresh")
+    return key
 
 
 def _nothing_typed_yet(flow: Flow, source: DataFrame) -> bool:

@@ -1,0 +1,64 @@
+"""Materialized views whose refresh would write what they already hold are kept as they are.
+
+Databricks does not recompute a materialized view whose inputs did not change. Locally, a view
+recomputed in full (not refreshed by partition) is kept when its refresh key is the one its last
+refresh recorded and the view is still at the version that refresh wrote. The key covers what
+the rows are a function of: the flow's definition (fingerprint.py), its query plan as analyzed
+(the expressions, literals and types the code built, from the onboarding file for instance) and
+the version of every table the query read.
+
+A plan that reads the clock (``current_timestamp``) or is not deterministic (``rand``, ``uuid``)
+has no key: such a view is recomputed at every update, as Databricks does. The key is recorded
+only once the view is written, so a run stopped in between recomputes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+# Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
+_READS_CLOCK = re.compile(
+    r'"class":"[\w.$]*\.(CurrentTimestamp|CurrentDate|CurrentTime|LocalTimestamp|Now|CurrentBatchTimestamp)"'
+)
+_EXPR_ID = re.compile(r'"id":(\d+),"jvmId":"[^"]*"')
+
+
+@dataclass
+class RefreshKey:
+    batch: object  # flow_batch.FlowBatch
+    target: str
+    value: str
+
+    def unchanged(self) -> bool:
+        last = self.batch.checkpoint.refresh()
+        return last.get("key") == self.value and last.get("version") == self.batch.store.version(self.target)
+
+    def record(self) -> None:
+        self.batch.checkpoint.write_refresh({"key": self.value, "version": self.batch.store.version(self.target)})
+
+
+def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
+    """The key of a full refresh of ``target`` from ``query``; None when it cannot have one."""
+    plan = query._jdf.queryExecution().analyzed()
+    if not plan.deterministic():
+        return None
+    text = _normalized(plan.toJSON())
+    if _READS_CLOCK.search(text):
+        return None
+    tables = sorted({name.removeprefix("read:") for name, _ in batch.reads if name.startswith("read:")})
+    inputs = {name: batch.store.version(name) for name in tables if batch.store.exists(name)}
+    digest = hashlib.sha256(batch.definition.encode())
+    digest.update(text.encode())
+    digest.update(json.dumps(inputs, sort_keys=True).encode())
+    return RefreshKey(batch, target, digest.hexdigest())
+
+
+def _normalized(plan_json: str) -> str:
+    """Expression ids numbered in order of appearance: they differ from one session to the next."""
+    ids: dict[str, int] = {}
+    return _EXPR_ID.sub(lambda m: f'"id":{ids.setdefault(m.group(1), len(ids))}', plan_json)

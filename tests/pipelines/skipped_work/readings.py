@@ -1,0 +1,56 @@
+# A pipeline for the work an update skips (tests/test_skipped_work.py). Each streaming flow
+# appends its name to calls.txt in the folder `test.calls` whenever the runtime plans its query
+# (a folder: the content of a file named by the configuration is part of every definition).
+import dlt
+from pyspark.sql import functions as F
+
+LANDING = spark.conf.get("test.landing")
+CALLS = spark.conf.get("test.calls")
+THRESHOLD = float(spark.conf.get("test.threshold"))
+WITH_EXTRA = spark.conf.get("test.with_extra", "no") == "yes"
+
+
+def planned(flow: str) -> None:
+    with open(f"{CALLS}/calls.txt", "a") as calls:
+        calls.write(flow + "\n")
+
+
+def landed(folder: str):
+    return (
+        spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+        .schema("sensor string, value double").load(f"{LANDING}/{folder}")
+    )
+
+
+@dlt.table(name="bronze.readings")
+def readings_raw():
+    planned("bronze.readings")
+    return landed("readings")
+
+
+@dlt.table(name="bronze.extra_readings")
+def extra_raw():
+    planned("bronze.extra_readings")
+    return landed("extra")
+
+
+@dlt.table(name="silver.readings")
+def readings():
+    planned("silver.readings")
+    df = dlt.read_stream("bronze.readings")
+    return df.unionByName(dlt.read_stream("bronze.extra_readings")) if WITH_EXTRA else df
+
+
+@dlt.materialized_view(name="gold.totals")
+def totals():
+    return dlt.read("silver.readings").groupBy("sensor").agg(F.sum("value").alias("total"))
+
+
+@dlt.materialized_view(name="gold.above_threshold")
+def above_threshold():
+    return dlt.read("silver.readings").filter(F.col("value") > THRESHOLD)
+
+
+@dlt.materialized_view(name="gold.sensors_seen")
+def sensors_seen():
+    return dlt.read("silver.readings").select("sensor").distinct().withColumn("seen_at", F.current_timestamp())

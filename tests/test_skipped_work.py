@@ -1,0 +1,140 @@
+"""The work an update skips, as Databricks does: a streaming flow whose sources have nothing new
+is not planned at all, and a materialized view whose definition and inputs are unchanged is not
+recomputed (runtime/flow_batch.py ``quiet``, runtime/unchanged_views.py). Skipping must never
+keep a stale result: new input, a changed configuration or definition, a clock, or a run stopped
+before the view was written all recompute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.runtime.runner import run_pipeline
+from cdc_lakehouse.storage import DeltaRsStore
+from lake_helpers import REPO, write_jsonl
+
+PIPELINE = str(REPO / "tests/pipelines/skipped_work/*.py")
+UNCHANGED = "inputs and definition unchanged since the last refresh"
+STREAMING = ["bronze.readings", "bronze.extra_readings", "silver.readings"]
+
+
+@dataclass
+class Paths:
+    landing: Path
+    lake: Path
+    calls: Path  # a folder
+
+    def planned(self) -> list[str]:
+        """The streaming flows planned since the last call."""
+        log = self.calls / "calls.txt"
+        flows = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return flows
+
+
+@pytest.fixture
+def paths(tmp_path) -> Paths:
+    landing = tmp_path / "landing"
+    write_jsonl(landing / "readings/1.jsonl", [{"sensor": "a", "value": 1.0}, {"sensor": "a", "value": 2.0},
+                                                {"sensor": "b", "value": 10.0}])
+    write_jsonl(landing / "extra/1.jsonl", [{"sensor": "c", "value": 7.0}])
+    (tmp_path / "calls").mkdir()
+    return Paths(landing, tmp_path / "lake", tmp_path / "calls")
+
+
+def _run(spark, paths: Paths, store=None, **conf):
+    configuration = {"test.landing": str(paths.landing), "test.calls": str(paths.calls), "test.threshold": "5",
+                     **conf}
+    return run_pipeline(spark, [PIPELINE], paths.lake, configuration, store=store)
+
+
+def _table(spark, paths: Paths, name: str):
+    return DeltaRsStore(spark, paths.lake).read(name)
+
+
+def _version(spark, paths: Paths, name: str) -> int:
+    return DeltaRsStore(spark, paths.lake).version(name)
+
+
+def _totals(spark, rows):
+    return spark.createDataFrame(rows, "sensor string, total double")
+
+
+def test_a_quiet_update_plans_no_streaming_flow_and_keeps_unchanged_views(spark, paths):
+    _run(spark, paths)
+    assert sorted(paths.planned()) == sorted(STREAMING)
+    versions = {name: _version(spark, paths, name) for name in ("gold.totals", "gold.sensors_seen")}
+
+    quiet = _run(spark, paths)
+
+    assert paths.planned() == []
+    assert {f: (quiet.event(f).status, quiet.event(f).message) for f in STREAMING} == {
+        f: ("SKIPPED", "no new input") for f in STREAMING}
+    for view in ("gold.totals", "gold.above_threshold"):
+        assert (quiet.event(view).status, quiet.event(view).message) == ("SKIPPED", UNCHANGED)
+    assert _version(spark, paths, "gold.totals") == versions["gold.totals"]
+    # A view that reads the clock is recomputed at every update.
+    assert quiet.event("gold.sensors_seen").status == "COMPLETED"
+    assert _version(spark, paths, "gold.sensors_seen") == versions["gold.sensors_seen"] + 1
+    assertDataFrameEqual(_table(spark, paths, "gold.totals"), _totals(spark, [("a", 3.0), ("b", 10.0)]))
+
+
+def test_new_input_is_read_and_recomputes_the_views(spark, paths):
+    _run(spark, paths)
+    paths.planned()
+    write_jsonl(paths.landing / "readings/2.jsonl", [{"sensor": "b", "value": 6.0}])
+
+    later = _run(spark, paths)
+
+    assert sorted(paths.planned()) == ["bronze.readings", "silver.readings"]
+    assert later.event("gold.totals").status == "COMPLETED"
+    assertDataFrameEqual(_table(spark, paths, "gold.totals"), _totals(spark, [("a", 3.0), ("b", 16.0)]))
+    assertDataFrameEqual(_table(spark, paths, "gold.above_threshold"),
+                         spark.createDataFrame([("b", 10.0), ("b", 6.0)], "sensor string, value double"))
+
+
+def test_a_changed_configuration_recomputes_the_views(spark, paths):
+    _run(spark, paths)
+
+    lower = _run(spark, paths, **{"test.threshold": "1.5"})
+
+    assert lower.event("gold.above_threshold").status == "COMPLETED"
+    assertDataFrameEqual(_table(spark, paths, "gold.above_threshold"),
+                         spark.createDataFrame([("a", 2.0), ("b", 10.0)], "sensor string, value double"))
+
+
+def test_a_flow_defined_anew_reads_its_new_source_though_the_old_one_is_quiet(spark, paths):
+    _run(spark, paths)
+    assertDataFrameEqual(_table(spark, paths, "silver.readings").select("sensor").distinct(),
+                         spark.createDataFrame([("a",), ("b",)], "sensor string"))
+
+    _run(spark, paths, **{"test.with_extra": "yes"})
+
+    assertDataFrameEqual(_table(spark, paths, "gold.totals"),
+                         _totals(spark, [("a", 3.0), ("b", 10.0), ("c", 7.0)]))
+
+
+class Crash(Exception):
+    pass
+
+
+def _crash_before_commit_to(table: str):
+    def hook(stage, name):
+        if (stage, name) == ("before", table):
+            raise Crash(f"simulated crash before the commit to {table}")
+    return hook
+
+
+def test_a_view_stopped_before_it_was_written_is_recomputed_by_the_next_update(spark, paths):
+    _run(spark, paths)
+    write_jsonl(paths.landing / "readings/2.jsonl", [{"sensor": "b", "value": 6.0}])
+    with pytest.raises(Crash):
+        _run(spark, paths, store=DeltaRsStore(spark, paths.lake, commit_hook=_crash_before_commit_to("gold.totals")))
+
+    again = _run(spark, paths)
+
+    assert again.event("gold.totals").status == "COMPLETED"
+    assertDataFrameEqual(_table(spark, paths, "gold.totals"), _totals(spark, [("a", 3.0), ("b", 16.0)]))
