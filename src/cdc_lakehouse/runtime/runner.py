@@ -116,7 +116,7 @@ class PipelineRunner:
         else:
             source = self._query(flow, target, batch)
         if batch.streaming and not batch.new_input or _nothing_typed_yet(flow, source):
-            self._create_empty(flow, target, source)
+            self._create_empty(flow, target, batch, source)
             raise NoNewInput
         key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
@@ -144,11 +144,14 @@ class PipelineRunner:
             batch.view_refresh.recompute_all()
             return flow.func()
 
-    def _create_empty(self, flow: Flow, target: Dataset, source: DataFrame) -> None:
-        """A streaming table exists from its first update on, even before any input arrives."""
+    def _create_empty(self, flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> None:
+        """A streaming table exists from its first update on, even before any input arrives.
+        Created by an empty batch of the flow, whose plan lets the next updates skip the flow
+        while its sources stay empty (``FlowBatch.quiet``)."""
         if flow.kind == "auto_cdc" or self.store.exists(target.name):
             return
-        self.store.append(target.name, source.limit(0), None, **table_options(target))
+        batch.commit_plan()
+        self.store.append(target.name, source.limit(0), batch.commit(), **table_options(target))
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:

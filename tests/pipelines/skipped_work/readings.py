@@ -34,6 +34,12 @@ def extra_raw():
     return landed("extra")
 
 
+@dlt.table(name="bronze.alerts")
+def alerts_raw():
+    planned("bronze.alerts")
+    return landed("alerts")  # nothing ever lands here
+
+
 @dlt.table(name="silver.readings")
 def readings():
     planned("silver.readings")
