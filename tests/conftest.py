@@ -12,9 +12,17 @@ import pytest
 from cdc_lakehouse.runtime.session import get_spark
 
 
+# Test inputs are tiny: there, compiling whole-stage code and re-planning each stage cost more
+# than they save (a demo update takes about 12% less). Results do not depend on either;
+# `make demo` and the benchmarks keep both on.
+TINY_DATA = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
+
+
 @pytest.fixture(scope="session")
 def spark():
     session = get_spark("cdc-lakehouse-tests")
+    for key, value in TINY_DATA.items():
+        session.conf.set(key, value)
     yield session
     session.stop()
 
