@@ -27,7 +27,7 @@ VOLATILE_COLUMNS = frozenset({
     "_ingested_at",  # bronze: ingestion time
     "__updated_at",  # AUTO CDC state: when the key's state was written
     "measured_at", "lag_seconds", "age_seconds", "oldest_held_age_seconds",  # gold health: now - ...
-    "refreshed_at", "recorded_at",  # gold watermark / snapshot ledger: when computed
+    "recorded_at",  # snapshot ledger: when computed
 })
 
 

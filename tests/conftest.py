@@ -13,8 +13,8 @@ from cdc_lakehouse.runtime.session import get_spark
 
 
 # Test inputs are tiny: there, compiling whole-stage code and re-planning each stage cost more
-# than they save (a demo update takes about 12% less). Results do not depend on either;
-# `make demo` and the benchmarks keep both on.
+# than they save (a demo update takes about 12% less). Neither changes what a query means, and
+# the suite's assertions hold under both settings; `make demo` and the benchmarks keep both on.
 TINY_DATA = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
 
 

@@ -18,7 +18,8 @@ append flow) and the SCD1 replica ``orders`` (its AUTO CDC state table not commi
 Materialized views (the silver transactions table, gold) are recomputed whole at an update
 unless their definition and inputs are those of their last recorded refresh; the record follows
 the view's commit, so a kill between the two recomputes the view at the re-run, and the last
-point (a completed update re-run) takes the path where each view is kept
+point (a completed update re-run) takes the path where each view that does not read the clock
+is kept
 (tests/test_skipped_work.py kills an update before a view's commit). One more test crashes
 the run in-process (the hook raises, ``finally`` blocks run) between the SCD2 history's commit
 and its state table's.

@@ -6,6 +6,7 @@ before the view was written all recompute."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,14 +43,15 @@ def paths(tmp_path) -> Paths:
                                                 {"sensor": "b", "value": 10.0}])
     write_jsonl(landing / "extra/1.jsonl", [{"sensor": "c", "value": 7.0}])
     (landing / "alerts").mkdir()
+    (landing / "backfill").mkdir()
     (tmp_path / "calls").mkdir()
     return Paths(landing, tmp_path / "lake", tmp_path / "calls")
 
 
-def _run(spark, paths: Paths, store=None, **conf):
+def _run(spark, paths: Paths, store=None, sources=(PIPELINE,), **conf):
     configuration = {"test.landing": str(paths.landing), "test.calls": str(paths.calls), "test.threshold": "5",
                      **conf}
-    return run_pipeline(spark, [PIPELINE], paths.lake, configuration, store=store)
+    return run_pipeline(spark, list(sources), paths.lake, configuration, store=store)
 
 
 def _table(spark, paths: Paths, name: str):
@@ -116,6 +118,32 @@ def test_a_flow_defined_anew_reads_its_new_source_though_the_old_one_is_quiet(sp
 
     assertDataFrameEqual(_table(spark, paths, "gold.totals"),
                          _totals(spark, [("a", 3.0), ("b", 10.0), ("c", 7.0)]))
+
+
+def test_a_change_to_any_pipeline_file_plans_the_flows_again(spark, paths, tmp_path):
+    """A flow may read a view declared in another file: its definition is every pipeline file."""
+    pipeline = Path(shutil.copytree(REPO / "tests/pipelines/skipped_work", tmp_path / "pipeline"))
+    sources = [str(pipeline / "*.py")]
+    _run(spark, paths, sources=sources)
+    paths.planned()
+    views = pipeline / "gold.py"  # declares no streaming flow
+    views.write_text(views.read_text() + "\n# changed\n")
+
+    _run(spark, paths, sources=sources)
+
+    assert sorted(paths.planned()) == STREAMING
+
+
+def test_a_once_flow_whose_source_was_empty_runs_when_its_input_lands(spark, paths):
+    _run(spark, paths)
+    assert _table(spark, paths, "bronze.backfill").count() == 0
+    write_jsonl(paths.landing / "backfill/1.jsonl", [{"sensor": "z", "value": 1.0}])
+    _run(spark, paths)
+    write_jsonl(paths.landing / "backfill/2.jsonl", [{"sensor": "y", "value": 2.0}])
+    _run(spark, paths)
+
+    assertDataFrameEqual(_table(spark, paths, "bronze.backfill"),
+                         spark.createDataFrame([("z", 1.0)], "sensor string, value double"))
 
 
 class Crash(Exception):

@@ -12,25 +12,33 @@ import functools
 import hashlib
 from pathlib import Path
 
+from cdc_lakehouse.runtime import dlt_api
+
 DEFINITION = "definition"  # checkpoint entry holding the fingerprint
 
 
-def definition_fingerprint(target, flow=None, configuration: dict | None = None) -> str:
-    """Changes with the pipeline files of the target and flow, their declarations, any code of
-    this package, and the pipeline configuration (with the content of files it names, such as
-    the onboarding file)."""
+def pipeline_fingerprint(graph, configuration: dict | None = None) -> str:
+    """Changes with any code of this package, any pipeline file (a flow may read a view of
+    another file), and the pipeline configuration with the content of the files it names (the
+    onboarding file, say)."""
     digest = hashlib.sha256(_package_fingerprint().encode())
-    files = {target.source_file, getattr(flow, "source_file", None)}
+    files = {d.source_file for d in graph.datasets.values()} | {f.source_file for f in graph.flows.values()}
     for path in sorted(f for f in files if f):
         _add_file(digest, path)
-    digest.update(repr((target.name, target.schema, sorted(target.table_properties.items()))).encode())
-    if flow is not None:
-        cdc = sorted((k, getattr(v, "__qualname__", v)) for k, v in flow.cdc.items())  # a snapshot function
-        digest.update(repr((flow.name, flow.kind, flow.once, cdc)).encode())
     for key, value in sorted((configuration or {}).items()):
         digest.update(f"{key}={value}".encode())
         _add_file(digest, str(value))
     return digest.hexdigest()
+
+
+def definition_fingerprint(pipeline: str, target, flow) -> str:
+    """The pipeline's fingerprint and the declarations of ``flow`` and its ``target``."""
+    cdc = sorted((k, getattr(v, "__qualname__", v)) for k, v in flow.cdc.items())  # a snapshot function
+    declared = (
+        target.name, target.schema, sorted(target.table_properties.items()), target.partition_cols,
+        target.expectations, dlt_api.expectations_of(flow.func), flow.name, flow.kind, flow.once, cdc,
+    )
+    return hashlib.sha256(f"{pipeline}{declared!r}".encode()).hexdigest()
 
 
 def _add_file(digest, path: str) -> None:

@@ -46,7 +46,7 @@ class FlowBatch:
     @functools.cached_property
     def definition(self) -> str:
         target = self.runner.graph.datasets[self.flow.target]
-        return definition_fingerprint(target, self.flow, self.runner.configuration)
+        return definition_fingerprint(self.runner.pipeline_fingerprint, target, self.flow)
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> int:

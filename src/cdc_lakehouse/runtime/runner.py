@@ -8,6 +8,7 @@ one micro-batch whose input is planned in the flow's checkpoint before anything 
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import time
 import uuid
@@ -21,6 +22,7 @@ from cdc_lakehouse.runtime import dlt_api
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
+from cdc_lakehouse.runtime.fingerprint import pipeline_fingerprint
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
@@ -52,6 +54,10 @@ class PipelineRunner:
         self._done: set[str] = set()
         self._running: list[str] = []
         self.shared_views = SharedViews()
+
+    @functools.cached_property
+    def pipeline_fingerprint(self) -> str:
+        return pipeline_fingerprint(self.graph, self.configuration)
 
     def run(self) -> RunResult:
         self.graph.validate()
@@ -149,6 +155,9 @@ class PipelineRunner:
         Created by an empty batch of the flow, whose plan lets the next updates skip the flow
         while its sources stay empty (``FlowBatch.quiet``)."""
         if flow.kind == "auto_cdc" or self.store.exists(target.name):
+            return
+        if flow.once:  # its one batch is still to come
+            self.store.append(target.name, source.limit(0), None, **table_options(target))
             return
         batch.commit_plan()
         self.store.append(target.name, source.limit(0), batch.commit(), **table_options(target))

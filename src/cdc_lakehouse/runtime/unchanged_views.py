@@ -5,7 +5,11 @@ recomputed in full (not refreshed by partition) is kept when its refresh key is 
 refresh recorded and the view is still at the version that refresh wrote. The key covers what
 the rows are a function of: the flow's definition (fingerprint.py), its query plan as analyzed
 (the expressions, literals and types the code built, from the onboarding file for instance) and
-the version of every table the query read.
+the version of every table the query read, with the files it reads.
+
+Rows a view builds in Python (``spark.createDataFrame``) enter the key only through the code and
+configuration that make them: a view whose rows come from anywhere else (a folder listing, a
+service) is not recomputed when only they change. Land such data in a table the view reads.
 
 A plan that reads the clock (``current_timestamp``) or is not deterministic (``rand``, ``uuid``)
 has no key: such a view is recomputed at every update, as Databricks does. The key is recorded
@@ -19,6 +23,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
@@ -44,17 +49,19 @@ class RefreshKey:
 
 def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
     """The key of a full refresh of ``target`` from ``query``; None when it cannot have one."""
-    plan = query._jdf.queryExecution().analyzed()
-    if not plan.deterministic():
+    try:
+        plan = query._jdf.queryExecution().analyzed()
+        text = None if not plan.deterministic() else _normalized(plan.toJSON())
+        files = sorted(query.inputFiles())  # Delta writes new file names: a rebuilt table differs
+    except Py4JError:  # a plan Spark cannot describe: recomputed, as without a key
         return None
-    text = _normalized(plan.toJSON())
-    if _READS_CLOCK.search(text):
+    if text is None or _READS_CLOCK.search(text):
         return None
     tables = sorted({name.removeprefix("read:") for name, _ in batch.reads if name.startswith("read:")})
     inputs = {name: batch.store.version(name) for name in tables if batch.store.exists(name)}
     digest = hashlib.sha256(batch.definition.encode())
     digest.update(text.encode())
-    digest.update(json.dumps(inputs, sort_keys=True).encode())
+    digest.update(json.dumps([inputs, files], sort_keys=True).encode())
     return RefreshKey(batch, target, digest.hexdigest())
 
 

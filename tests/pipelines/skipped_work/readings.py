@@ -6,7 +6,6 @@ from pyspark.sql import functions as F
 
 LANDING = spark.conf.get("test.landing")
 CALLS = spark.conf.get("test.calls")
-THRESHOLD = float(spark.conf.get("test.threshold"))
 WITH_EXTRA = spark.conf.get("test.with_extra", "no") == "yes"
 
 
@@ -40,23 +39,16 @@ def alerts_raw():
     return landed("alerts")  # nothing ever lands here
 
 
+dlt.create_streaming_table("bronze.backfill")
+
+
+@dlt.append_flow(target="bronze.backfill", once=True)
+def backfill_once():
+    return landed("backfill")  # empty at the first update
+
+
 @dlt.table(name="silver.readings")
 def readings():
     planned("silver.readings")
     df = dlt.read_stream("bronze.readings")
     return df.unionByName(dlt.read_stream("bronze.extra_readings")) if WITH_EXTRA else df
-
-
-@dlt.materialized_view(name="gold.totals")
-def totals():
-    return dlt.read("silver.readings").groupBy("sensor").agg(F.sum("value").alias("total"))
-
-
-@dlt.materialized_view(name="gold.above_threshold")
-def above_threshold():
-    return dlt.read("silver.readings").filter(F.col("value") > THRESHOLD)
-
-
-@dlt.materialized_view(name="gold.sensors_seen")
-def sensors_seen():
-    return dlt.read("silver.readings").select("sensor").distinct().withColumn("seen_at", F.current_timestamp())

@@ -1,0 +1,20 @@
+# The views of the skipped-work pipeline (readings.py has the streaming flows).
+import dlt
+from pyspark.sql import functions as F
+
+THRESHOLD = float(spark.conf.get("test.threshold"))
+
+
+@dlt.materialized_view(name="gold.totals")
+def totals():
+    return dlt.read("silver.readings").groupBy("sensor").agg(F.sum("value").alias("total"))
+
+
+@dlt.materialized_view(name="gold.above_threshold")
+def above_threshold():
+    return dlt.read("silver.readings").filter(F.col("value") > THRESHOLD)
+
+
+@dlt.materialized_view(name="gold.sensors_seen")
+def sensors_seen():
+    return dlt.read("silver.readings").select("sensor").distinct().withColumn("seen_at", F.current_timestamp())
