@@ -71,12 +71,11 @@ class ViewRefresh:
     def __init__(self, store, target, batch):
         self.store, self.target, self.batch = store, target, batch
         self.columns = partition_columns(target)
-        batch.offsets[DEFINITION] = batch.definition
         self.partitions = self._plan()
 
     def _plan(self) -> Partitions | None:
         previous, inputs = self.batch.previous, [k for k in self.batch.previous if k.startswith("table:")]
-        if previous.get(DEFINITION) != self.batch.offsets[DEFINITION] or len(inputs) != 1:
+        if previous.get(DEFINITION) != self.batch.definition or len(inputs) != 1:
             return None
         if any(k.startswith("view:") for k in previous):
             return None
@@ -115,7 +114,7 @@ class ViewRefresh:
 
     def recompute_all(self) -> None:
         self.partitions = None
-        self.batch.offsets = {DEFINITION: self.batch.offsets[DEFINITION]}
+        self.batch.offsets = {}  # commit_plan adds the definition
 
     def describe(self) -> str:
         if self.partitions is None:

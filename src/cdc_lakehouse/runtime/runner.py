@@ -156,11 +156,11 @@ class PipelineRunner:
         while its sources stay empty (``FlowBatch.quiet``)."""
         if flow.kind == "auto_cdc" or self.store.exists(target.name):
             return
-        if flow.once:  # its one batch is still to come
-            self.store.append(target.name, source.limit(0), None, **table_options(target))
-            return
-        batch.commit_plan()
-        self.store.append(target.name, source.limit(0), batch.commit(), **table_options(target))
+        commit = None
+        if not flow.once:  # a once flow's one batch is still to come
+            batch.commit_plan()
+            commit = batch.commit()
+        self.store.append(target.name, source.limit(0), commit, **table_options(target))
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:
