@@ -47,21 +47,22 @@ def cmd_run(args) -> int:
         "cdc_lakehouse.onboarding_file": str(Path(args.config).resolve()),
         "cdc_lakehouse.env": args.env,
     }
-    return _run(PIPELINE_SOURCES, args.lake, configuration, args.full_refresh)
+    return _run(PIPELINE_SOURCES, args.lake, configuration, args)
 
 
 def cmd_pipeline_run(args) -> int:
     configuration = dict(args.conf)
-    return _run(args.source, args.lake, configuration, args.full_refresh)
+    return _run(args.source, args.lake, configuration, args)
 
 
-def _run(sources, lake, configuration, full_refresh) -> int:
+def _run(sources, lake, configuration, args) -> int:
     from cdc_lakehouse.runtime.runner import run_pipeline
 
     with console.status("starting Spark"):
         spark = _spark()
     with console.status(f"running pipeline into {lake}"):
-        result = run_pipeline(spark, sources, lake, configuration, full_refresh)
+        result = run_pipeline(spark, sources, lake, configuration, args.full_refresh or args.full_refresh_table,
+                              refresh=args.refresh_table)
     table = Table(title=f"update {result.update_id}")
     for column in ("flow", "target", "status", "batch", "read", "written", "expectations", "s"):
         table.add_column(column)
@@ -160,6 +161,17 @@ def _cell(value) -> str:
     return "NULL" if value is None else str(value)
 
 
+def _refresh_options(parser: argparse.ArgumentParser) -> None:
+    """As ``remote start`` and a Databricks update: everything, or a selection of tables."""
+    parser.add_argument("--full-refresh", action="store_true",
+                        help="recompute every table from its input, as a Databricks full refresh")
+    parser.add_argument("--full-refresh-table", action="append", default=[], metavar="TABLE",
+                        help="reset this table and recompute it from its input (repeatable); "
+                             "only the selected tables are updated")
+    parser.add_argument("--refresh-table", action="append", default=[], metavar="TABLE",
+                        help="update this table without a reset (repeatable); only the selected tables are updated")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cdc-lakehouse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -171,8 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir,
                      help="landing root (default: the repo's fixtures/landing)")
     run.add_argument("--lake", default=".lake", help="the lake directory, made on the first run (default .lake)")
-    run.add_argument("--full-refresh", action="store_true",
-                     help="recompute every table from its input, as a Databricks full refresh")
+    _refresh_options(run)
     run.set_defaults(func=cmd_run)
 
     pipeline = sub.add_parser("pipeline", help="run any folder of dlt pipeline files")
@@ -181,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     prun.add_argument("--source", action="append", required=True, help="glob of pipeline files")
     prun.add_argument("--lake", required=True, help="the lake directory, made on the first run")
     prun.add_argument("--conf", action="append", default=[], type=key_value, help="key=value pipeline configuration")
-    prun.add_argument("--full-refresh", action="store_true", help="recompute every table from its input")
+    _refresh_options(prun)
     prun.set_defaults(func=cmd_pipeline_run)
 
     tables = sub.add_parser("tables", help="list the lake's tables")

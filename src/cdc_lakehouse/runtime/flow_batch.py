@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 
 from cdc_lakehouse.runtime import file_source
 from cdc_lakehouse.runtime.fingerprint import DEFINITION, definition_fingerprint
-from cdc_lakehouse.storage import Commit
+from cdc_lakehouse.storage import Commit, StreamingSourceChanged
 
 
 class NoNewInput(Exception):
@@ -96,7 +96,7 @@ class FlowBatch:
         kind, _, name = source.partition(":")
         if kind == "table" and name in self.runner.graph.datasets:
             self.runner.ensure(name)
-            return self.store.version(name) == offset.get("version")
+            return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
             seen = self.checkpoint.files_seen(source, self.id)
@@ -123,11 +123,23 @@ class FlowBatch:
         self.runner.ensure(name)
         self.streaming = True
         source = f"table:{name}"
-        start = self.previous.get(source, {}).get("version")
+        recorded = self.previous.get(source, {})
+        if not self._same_table(name, recorded):
+            raise StreamingSourceChanged(
+                f"flow '{self.flow.name}' reads {name} as a stream, but {name} was deleted and created again "
+                f"since its last batch (Delta table id {self.store.table_id(name)}, the checkpoint recorded "
+                f"{recorded['table_id']}): its rows cannot be told from the ones already read; full-refresh "
+                f"{self.flow.target} (cdc-lakehouse run --full-refresh-table {self.flow.target})"
+            )
+        start = recorded.get("version")
         end = self._planned(source, "version") if self.replay else self.store.version(name)
         df, rows = self.store.read_appended(name, start, end)
-        self._record(source, {"version": end}, rows, after=start)
+        self._record(source, {"version": end, "table_id": self.store.table_id(name)}, rows, after=start)
         return df
+
+    def _same_table(self, name: str, offset: dict) -> bool:
+        """Whether ``name`` is the table the offset was taken of (offsets before table ids: yes)."""
+        return offset.get("table_id") in (None, self.store.table_id(name))
 
     def read_files(self, path: str, fmt: str, options: dict, schema) -> DataFrame:
         self.streaming = True

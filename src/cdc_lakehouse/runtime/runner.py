@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import shutil
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
 from cdc_lakehouse.runtime.shared_views import SharedViews
+from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 from cdc_lakehouse.runtime.unchanged_views import RefreshKey, refresh_key
 
@@ -43,17 +44,23 @@ class RunResult:
 
 class PipelineRunner:
     def __init__(self, spark: SparkSession, store, graph: PipelineGraph, lake: Path,
-                 configuration: dict | None = None, full_refresh: bool = False):
+                 configuration: dict | None = None, full_refresh: bool | Iterable[str] = False,
+                 refresh: Iterable[str] = ()):
+        """As Databricks' start-update: ``full_refresh`` True resets every table; names in
+        ``full_refresh`` or ``refresh`` select the tables to update (the first reset before)."""
         self.spark = spark
         self.store = store
         self.graph = graph
         self.checkpoints = Path(lake) / "_checkpoints"
         self.configuration = configuration or {}
-        self.full_refresh = full_refresh
+        self.full_refresh = full_refresh if isinstance(full_refresh, bool) else tuple(full_refresh)
+        self.refresh = tuple(refresh)
         self.result = RunResult(update_id=uuid.uuid4().hex[:12])
         self._done: set[str] = set()
         self._running: list[str] = []
         self.shared_views = SharedViews()
+        self.tables = TableReset(graph, store, self.checkpoints)
+        self.started_over: set[str] = set()
 
     @functools.cached_property
     def pipeline_fingerprint(self) -> str:
@@ -61,15 +68,28 @@ class PipelineRunner:
 
     def run(self) -> RunResult:
         self.graph.validate()
-        if self.full_refresh:
-            self._reset()
         try:
-            for name in sorted(self.graph.datasets):
-                if self.graph.datasets[name].persisted:
-                    self.ensure(name)
+            for name in self._updated_tables():
+                self.ensure(name)
         finally:
             append_events(self.spark, self.store, self.result.events)
         return self.result
+
+    def _updated_tables(self) -> list[str]:
+        """Every table, or the selected ones: the others are read as they are, not updated."""
+        everything = sorted(n for n, d in self.graph.datasets.items() if d.persisted)
+        if self.full_refresh is True:
+            if self.refresh:
+                raise ValueError("a full refresh of every table takes no selection of tables to refresh")
+            self.tables.reset(everything)
+            return everything
+        reset = self.full_refresh or ()
+        if not reset and not self.refresh:
+            return everything
+        chosen = selected_tables(self.graph, [*reset, *self.refresh])
+        self.tables.reset(reset)
+        self._done.update(set(everything) - set(chosen))
+        return chosen
 
     # -- dependency order -------------------------------------------------------------------
     def ensure(self, name: str) -> None:
@@ -81,6 +101,9 @@ class PipelineRunner:
             raise PipelineDefinitionError(f"the pipeline has a cycle: {cycle}")
         self._running.append(name)
         try:
+            if self.tables.deleted(name):
+                self.tables.forget(name)
+                self.started_over.add(name)
             for flow in sorted(self.graph.flows_into(name), key=lambda f: f.name):
                 self._run_flow(flow)
         finally:
@@ -91,6 +114,9 @@ class PipelineRunner:
     def _run_flow(self, flow: Flow) -> None:
         started = time.monotonic()
         event = FlowEvent(self.result.update_id, flow.name, flow.target, flow.kind)
+        if flow.target in self.started_over:
+            event.message = (f"{flow.target} is not in the lake though its flows planned batches before: "
+                             "the flow starts over from its sources")
         self.result.events.append(event)
         batch = FlowBatch(self, flow, FlowCheckpoint(self.checkpoints, flow.name))
         token = dlt_api._reader.set(batch)
@@ -195,23 +221,6 @@ class PipelineRunner:
             return [flow.target, state_table_name(flow.target)]
         return [flow.target]
 
-    def _reset(self) -> None:
-        """Full refresh: forget every table and checkpoint of this pipeline, then recompute.
-        Tables with ``pipelines.reset.allowed = false`` (raw history) keep their data and
-        the progress of the flows writing them, as on Databricks."""
-        kept = {n for n, d in self.graph.datasets.items() if not _reset_allowed(d)}
-        for name, dataset in self.graph.datasets.items():
-            if dataset.persisted and name not in kept:
-                shutil.rmtree(self.store.path(name), ignore_errors=True)
-                shutil.rmtree(self.store.path(state_table_name(name)), ignore_errors=True)
-        for flow in self.graph.flows.values():
-            if flow.target not in kept:
-                FlowCheckpoint(self.checkpoints, flow.name).reset()
-
-
-def _reset_allowed(dataset: Dataset) -> bool:
-    return str(dataset.table_properties.get("pipelines.reset.allowed", "true")).lower() != "false"
-
 
 @contextlib.contextmanager
 def pipeline_configuration(spark: SparkSession, configuration: dict):
@@ -230,8 +239,10 @@ def pipeline_configuration(spark: SparkSession, configuration: dict):
 
 
 def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
-                 configuration: dict | None = None, full_refresh: bool = False, store=None) -> RunResult:
-    """Load the pipeline files and run one update over everything new."""
+                 configuration: dict | None = None, full_refresh: bool | Iterable[str] = False,
+                 store=None, refresh: Iterable[str] = ()) -> RunResult:
+    """Load the pipeline files and run one update over everything new; ``full_refresh`` and
+    ``refresh`` as in ``PipelineRunner``."""
     from cdc_lakehouse.runtime.loader import load_pipeline
     from cdc_lakehouse.storage import DeltaRsStore
 
@@ -239,7 +250,7 @@ def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
     store = store or DeltaRsStore(spark, lake)
     with pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
-        return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh).run()
+        return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh, refresh).run()
 
 
 def _refresh_key(flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> RefreshKey | None:

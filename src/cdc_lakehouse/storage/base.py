@@ -51,6 +51,9 @@ class TableStore(Protocol):
 
     def version(self, name: str) -> int | None: ...
 
+    def table_id(self, name: str) -> str | None:
+        """Delta's id of the table: the same until the table is deleted and created again."""
+
     def column_max(self, name: str, column: str):
         """The largest value of a (nested: ``a.b``) column, NULL for none."""
 

@@ -64,6 +64,12 @@ class DeltaRsStore:
         table = self._table(name)
         return None if table is None else table.version()
 
+    def table_id(self, name: str) -> str | None:
+        """The id Delta gives a table when it is created: kept by every later write, new when
+        the table is deleted and created again."""
+        table = self._table(name)
+        return None if table is None else table.metadata().id
+
     def committed_version(self, name: str, app_id: str) -> int | None:
         table = self._table(name)
         return None if table is None else table.transaction_version(app_id)
