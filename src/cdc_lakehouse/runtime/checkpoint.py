@@ -14,6 +14,8 @@ from pathlib import Path
 
 
 REFRESH = "refresh.json"
+SEEN = "files_seen.json"  # the files planned by a flow's batches up to one, per file source
+COMPACT_EVERY = 10
 
 
 class FlowCheckpoint:
@@ -41,22 +43,37 @@ class FlowCheckpoint:
 
     def refresh(self) -> dict:
         """What the last completed refresh of a materialized view recorded (unchanged_views.py)."""
-        path = self.dir / REFRESH
-        return json.loads(path.read_text()) if path.exists() else {}
+        return _read_json(self.dir / REFRESH)
 
     def write_refresh(self, record: dict) -> None:
         _write_json(self.dir / REFRESH, record)
 
-    def files_seen(self, source_id: str, before_batch: int) -> set[str]:
-        """Every file a file source has planned in batches before ``before_batch``."""
-        seen: set[str] = set()
-        for batch in self.batches():
-            if batch < before_batch:
-                seen.update(self.offsets(batch).get(source_id, {}).get("files", []))
+    def files_seen(self, before_batch: int) -> dict[str, set[str]]:
+        """Every file each file source has planned in batches before ``before_batch``: the
+        compacted list plus the plans after it, so the cost follows the batches since the last
+        compaction, not the flow's age (as Spark's file source log). Compacted again every
+        ``COMPACT_EVERY`` batches."""
+        compact = _read_json(self.dir / SEEN)
+        through = compact.get("through_batch", -1)
+        if through >= before_batch:  # never asked by a running flow: it plans after the last batch
+            compact, through = {}, -1
+        seen = {source: set(files) for source, files in compact.get("sources", {}).items()}
+        later = [b for b in self.batches() if through < b < before_batch]
+        for batch in later:
+            for source, offset in self.offsets(batch).items():
+                if isinstance(offset, dict) and "files" in offset:
+                    seen.setdefault(source, set()).update(offset["files"])
+        if len(later) >= COMPACT_EVERY:
+            compacted = {source: sorted(files) for source, files in seen.items()}
+            _write_json(self.dir / SEEN, {"through_batch": before_batch - 1, "sources": compacted})
         return seen
 
     def reset(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def _write_json(path: Path, data: dict) -> None:

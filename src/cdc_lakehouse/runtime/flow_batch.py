@@ -33,6 +33,7 @@ class FlowBatch:
         self.rows_read = 0
         self.reads: list[tuple[str, str]] = []  # every input read, in order: the key of a shared view
         self.view_refresh = None  # partition_refresh.ViewRefresh of a view refreshed by partition
+        self._listings: dict[tuple[str, str], list[str]] = {}
 
     @property
     def store(self):
@@ -99,8 +100,8 @@ class FlowBatch:
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
-            seen = self.checkpoint.files_seen(source, self.id)
-            return all(f in seen for f in file_source.list_files(name, offset.get("listing", {})))
+            seen = self._files_seen.get(source, set())
+            return all(f in seen for f in self._listing(name, offset.get("listing", {})))
         return False
 
     # -- reads ------------------------------------------------------------------------------
@@ -143,13 +144,13 @@ class FlowBatch:
 
     def read_files(self, path: str, fmt: str, options: dict, schema) -> DataFrame:
         self.streaming = True
-        source = f"files:{os.path.abspath(path)}"
+        folder = os.path.abspath(path)
+        source, listing = f"files:{folder}", file_source.listing_options(options)
         if self.replay:
             files = self._planned(source, "files")
         else:
-            seen = self.checkpoint.files_seen(source, self.id)
-            files = [f for f in file_source.list_files(path, options) if f not in seen]
-        listing = file_source.listing_options(options)
+            seen = self._files_seen.get(source, set())
+            files = [f for f in self._listing(folder, listing) if f not in seen]
         if not files:
             self._record(source, {"files": [], "listing": listing}, 0)
             empty = file_source.empty_frame(self.runner.spark, fmt, options, schema)
@@ -160,6 +161,17 @@ class FlowBatch:
         # Counting the new rows costs one pass over the new files; the event log needs it.
         self._record(source, {"files": files, "listing": listing}, df.count())
         return df
+
+    @functools.cached_property
+    def _files_seen(self) -> dict[str, set[str]]:
+        return self.checkpoint.files_seen(self.id)
+
+    def _listing(self, path: str, listing: dict) -> list[str]:
+        """The folder's files, listed once per batch (``quiet`` and the read ask alike)."""
+        key = (path, json.dumps(listing, sort_keys=True))
+        if key not in self._listings:
+            self._listings[key] = file_source.list_files(path, listing)
+        return self._listings[key]
 
     def _planned(self, source: str, key: str):
         if source not in self.planned:

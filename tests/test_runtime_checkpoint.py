@@ -1,0 +1,40 @@
+"""The files a streaming flow has planned, read from its checkpoint (runtime/checkpoint.py): a
+compacted list plus the plans after it must say exactly what reading every plan says."""
+
+from __future__ import annotations
+
+import json
+
+from cdc_lakehouse.runtime.checkpoint import COMPACT_EVERY, SEEN, FlowCheckpoint
+
+LANDING, OTHER = "files:/landing/a", "files:/landing/b"
+
+
+def _plan(checkpoint: FlowCheckpoint, batch: int) -> None:
+    offsets = {LANDING: {"files": [f"/landing/a/{batch}.jsonl"], "listing": {}}, "definition": "d"}
+    if batch % 3 == 0:
+        offsets[OTHER] = {"files": [f"/landing/b/{batch}-{i}.jsonl" for i in range(2)], "listing": {}}
+    checkpoint.write_offsets(batch, offsets)
+
+
+def _every_plan(checkpoint: FlowCheckpoint, before: int) -> dict[str, set[str]]:
+    seen: dict[str, set[str]] = {}
+    for batch in range(before):
+        for source, offset in checkpoint.offsets(batch).items():
+            if isinstance(offset, dict) and "files" in offset:
+                seen.setdefault(source, set()).update(offset["files"])
+    return seen
+
+
+def test_the_compacted_list_says_what_every_plan_says(tmp_path):
+    checkpoint = FlowCheckpoint(tmp_path, "bronze.readings")
+    for batch in range(3 * COMPACT_EVERY + 2):
+        assert checkpoint.files_seen(batch) == _every_plan(checkpoint, batch)
+        _plan(checkpoint, batch)
+
+    compacted = json.loads((checkpoint.dir / SEEN).read_text())
+    assert compacted["through_batch"] >= 2 * COMPACT_EVERY
+    # Asked for a batch the compaction has passed, it reads every plan instead.
+    assert checkpoint.files_seen(5) == _every_plan(checkpoint, 5)
+    checkpoint.reset()
+    assert checkpoint.files_seen(0) == {}
