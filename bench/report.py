@@ -144,10 +144,16 @@ def snapshot_rows(res: dict) -> list[list[str]]:
 
 
 def snapshot_summary(res: dict) -> str:
-    return (f"corrections equal the difference: {res['corrections_equal_difference']}; replica equals the snapshot "
-            f"after apply: {res['replica_equals_snapshot_after_apply']}; full reload / incremental: "
-            f"**{res['ratio_full_reload_over_incremental']}** (target >= 20); full reload / reconcile only: "
-            f"{res['ratio_full_reload_over_reconcile_only']}")
+    summary = (f"corrections equal the difference: {res['corrections_equal_difference']}; replica equals the snapshot "
+               f"after apply: {res['replica_equals_snapshot_after_apply']}; full reload / incremental: "
+               f"**{res['ratio_full_reload_over_incremental']}** (target >= 20); full reload / reconcile only: "
+               f"{res['ratio_full_reload_over_reconcile_only']}")
+    floor = res.get("floor")  # not measured by runs before 2026-11-25
+    if floor:
+        summary += (f"; floor (any code, this machine and storage): compare {floor['compare_s']} s + copy-on-write "
+                    f"MERGEs {round(sum(floor['merge_s'].values()), 2)} s = {floor['total_s']} s, so full reload / "
+                    f"floor: {res['ratio_full_reload_over_floor']}")
+    return summary
 
 
 def print_snapshot(res: dict) -> None:

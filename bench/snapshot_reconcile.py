@@ -13,12 +13,15 @@ One run, one Spark session, one machine:
    diff`` of v2 against the updated replica must find nothing left.
 4. *full reload*: v2 loaded into a fresh lake B the same way as step 1 (all rows through the
    change stream into the replicas), which is what reloading downstream means here.
+5. *floor*: what any reconciliation must spend here, whatever its code (bench/snapshot_floor.py):
+   the comparison alone and a copy-on-write MERGE into each table the apply writes.
 
 Reported: seconds of each step (reconcile and pipeline update separately, and the update per
-flow), peak memory so far (driver and JVM), corrective changes per op, and the ratio full
-reload / incremental. Snapshots live outside
-the landing folders the pipeline's bronze layer reads: bronze keeps a raw copy of every landed
-snapshot whichever way it is applied, so that cost is the same on both sides and left out.
+flow), peak memory so far (driver and JVM), corrective changes per op, the ratio full
+reload / incremental, and full reload / floor (the best ratio this machine and storage allow).
+Snapshots live outside the landing folders the pipeline's bronze layer reads: bronze keeps a raw
+copy of every landed snapshot whichever way it is applied, so that cost is the same on both
+sides and left out.
 Results go to ``bench/results/snapshot_reconcile_<rows>.json``.
 """
 
@@ -189,6 +192,8 @@ def main() -> None:
     from cdc_lakehouse.snapshot.reconcile import diff_snapshot
     from cdc_lakehouse.storage import DeltaRsStore
 
+    from bench import snapshot_floor
+
     work = Path(args.workdir or tempfile.mkdtemp(prefix="snapshot-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     spark = get_spark("snapshot-bench")
@@ -211,6 +216,10 @@ def main() -> None:
     if not args.no_reload_v2:
         full = load(spark, onboarding, onboarding_path, work / "landing_b", work / "lake_b", snapshots / "v2")
         report("full reload (v2)", full)
+    # The replica holds v2 now: compared with v1, the floor finds the same difference again.
+    floor = snapshot_floor.measure(spark, DeltaRsStore(spark, work / "lake_a"), "silver.shop_products", "product_id",
+                                   sorted((snapshots / "v1").glob("part-*.jsonl")), plan["step"], args.scd)
+    print("floor", json.dumps(floor), flush=True)
 
     got = {k: incremental["counts"][k] for k in ("inserts", "updates", "deletes")}
     left = {k: check.counts[k] for k in ("inserts", "updates", "deletes")}
@@ -226,6 +235,8 @@ def main() -> None:
         "full_reload_is": "the initial load of v1" if args.no_reload_v2 else "v2 loaded into a fresh lake",
         "ratio_full_reload_over_incremental": round(full["total_s"] / incremental["total_s"], 2),
         "ratio_full_reload_over_reconcile_only": round(full["total_s"] / incremental["reconcile_s"], 2),
+        "floor": floor, "floor_found_the_difference": floor["differing_keys"] == sum(expected.values()),
+        "ratio_full_reload_over_floor": round(full["total_s"] / floor["total_s"], 2),
         "measured_at": datetime.now(timezone.utc).isoformat(),
     }
     out = Path(args.out or REPO / "bench" / "results" / f"snapshot_reconcile_{args.rows}.json")
