@@ -24,13 +24,13 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.cdc.apply import START_AT, state_table_name
+
 PICK = 3  # key % step == PICK: keys the benchmark's difference leaves alone, so every table holds them
 
 
 def tables(replica: str, key: str, scd: int) -> dict[str, list[str]]:
     """The tables an apply of the difference MERGEs into, each with its MERGE key."""
-    from cdc_lakehouse.cdc.apply import START_AT, state_table_name
-
     keyed = {replica: [key], state_table_name(replica): [key]}
     if scd == 2:
         history = f"{replica}_history"
