@@ -50,7 +50,7 @@ def compare(spark, store, replica: str, key: str, parts: list[Path]) -> tuple[fl
     seconds = []
     for _ in range(2):
         started = time.perf_counter()
-        s, r = digested(snapshot).alias("s"), digested(store.read(replica)).alias("r")
+        s, r = digested(snapshot).alias("s"), digested(table).alias("r")
         joined = s.join(r, F.col(f"s.{key}") == F.col(f"r.{key}"), "full_outer")
         differing = joined.filter(~F.col("s.d").eqNullSafe(F.col("r.d"))).count()
         seconds.append(time.perf_counter() - started)
