@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.bronze.json_text import compact_members, image_values, row_images, top_level_fields
+from cdc_lakehouse.bronze.json_text import compact_members, image_values, long_fractions, row_images, top_level_fields
 
 
 def test_nested_values_keep_their_source_text():
@@ -80,3 +80,10 @@ def test_rows_that_are_no_array_of_objects_have_no_images(text):
 def test_an_image_that_is_no_object_has_no_members(text):
     assert compact_members(text) is None
     assert image_values(text) is None
+
+
+def test_long_fractions_are_the_numbers_a_double_would_round():
+    line = ('{"a": 1.000000000000000000010, "b": 1.50, "c": 123456789012345678901234, "d": 0.123456789012345,'
+            ' "e": 1.2345678901234567e5, "f": "1.00000000000000000001", "g": {"h": 1.00000000000000000001}}')
+    assert long_fractions(line) == {"a": "1.00000000000000000001", "e": "123456.78901234567"}
+    assert long_fractions("[1.00000000000000000001]") is None

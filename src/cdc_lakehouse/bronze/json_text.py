@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from decimal import Decimal
 
 from pyspark import cloudpickle
 from pyspark.sql import Column
@@ -160,6 +161,26 @@ def image_values(text: str | None) -> dict[str, str | None] | None:
     return {k: str(v) if isinstance(v, str) else None if v is None else _LITERALS[v] for k, v in found.items()}
 
 
+DOUBLE_DIGITS = 15  # significant digits a double keeps for any decimal
+
+
+def long_fractions(text: str | None) -> dict[str, str] | None:
+    """The members of a JSON object that are numbers with a fraction or an exponent and more
+    significant digits than a double keeps, each as its exact value with trailing zeros dropped
+    (``1.000000000000000000010`` -> ``1.00000000000000000001``), so that one value always has
+    one text; None unless an object."""
+    found = _parsed(text)
+    if not isinstance(found, dict):
+        return None
+    exact = {}
+    for name, value in found.items():
+        if isinstance(value, _Number) and any(c in value for c in ".eE"):
+            normal = Decimal(value).normalize()
+            if len(normal.as_tuple().digits) > DOUBLE_DIGITS:
+                exact[name] = str(normal)
+    return exact
+
+
 def _elements(text: str) -> list[dict[str, str]]:
     """The members of each object of a non-empty JSON array of objects, as source text."""
     parser = json.JSONDecoder(parse_constant=_reject)
@@ -181,6 +202,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 json_fields = F.udf(top_level_fields, MapType(StringType(), StringType()), useArrow=False)
 _IMAGE_PAIR = StructType([StructField("before", StringType()), StructField("after", StringType())])
 exact_row_images = F.udf(row_images, ArrayType(_IMAGE_PAIR), useArrow=False)
+long_fraction_members = F.udf(long_fractions, MapType(StringType(), StringType()), useArrow=False)
 
 # A dict returned by a UDF arrives as a Java hash map, in no order; entries keep the source's.
 _ENTRIES = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))

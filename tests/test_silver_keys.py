@@ -1,0 +1,42 @@
+"""Canonical row keys: one text per key value, whichever capture wrote it, and never one text
+for two values."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver import keys
+from cdc_lakehouse.snapshot.compare import canonical_key
+
+
+def _key_texts(spark, value: str) -> set[str]:
+    """The key of a row whose key column ``k`` holds ``value`` (JSON number text), as binlog (from
+    the row image and its primary key), shadow (from the key object) and snapshot (from the
+    line) build it."""
+    image, key = f'{{"v": 1.0000000000000000000001, "k": {value}}}', f'{{"k": {value}}}'
+    df = spark.createDataFrame([(image, key)], "image string, key string")
+    names = F.array(F.lit("k"))
+    row = df.withColumn("image_map", keys.image_map(F.col("image"), names)).select(
+        keys.from_image_map(F.col("image_map"), names),
+        keys.from_json_object(F.col("key")),
+        canonical_key(F.col("image"), ["k"]),
+    ).first()
+    return set(row)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ("1.50", "1.5"), ("1e2", "100.0"), ("0.30000000000000004", "0.30000000000000004"),  # as a double reads them
+    ("123456789012345678901234567890", "123456789012345678901234567890"),  # integers as written
+    ("1.00000000000000000001", "1.00000000000000000001"),  # more digits than a double keeps: exact
+    ("1.000000000000000000010", "1.00000000000000000001"),  # one value, one text
+    ("10.0000000000000000001e-1", "1.00000000000000000001"),
+    ("1.00000000000000000000", "1.0"),  # no more digits than a double keeps, once the zeros are dropped
+])
+def test_every_capture_writes_one_text_per_value(spark, value, text):
+    assert _key_texts(spark, value) == {f'{{"k":"{text}"}}'}
+
+
+def test_values_a_double_cannot_tell_apart_keep_apart(spark):
+    first, second = _key_texts(spark, "1.00000000000000000001"), _key_texts(spark, "1.00000000000000000002")
+    assert first.isdisjoint(second)
