@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,24 @@ def test_previous_corrections_overtaken_by_later_changes_are_judged_per_key(spar
                  state=[(1, later, False, None), (2, (1, f"{SORTS_LAST}snapshot:s1"), False, None)])
     [done] = reconcile(spark, landing, lake, onboarding)
     assert (done.status, done.counts["deletes"]) == ("reconciled", 1)
+
+
+def test_previous_corrections_are_judged_per_key_whatever_the_key_type(spark, tmp_path, onboarding):
+    """A key's text in the corrections (``{"product_id":"1.5"}``) is not how its state holds it
+    (a DECIMAL(38,20) key 1.50000000000000000000): the two are compared as the state's type."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_snapshot(landing, "s1", [product(1.5, "a", 1.0), product(2.5, "b", 2.0)])
+    reconcile(spark, landing, lake, onboarding)
+    write_snapshot(landing, "s2", [product(1.5, "a", 1.0)], taken_at=T0 + timedelta(hours=1))
+    older, later = (0, "xid:1"), (5, "xid:9")
+    make_replica(spark, lake, [(Decimal("1.5"), "a", 1.0), (Decimal("2.5"), "b", 2.0)],
+                 schema=PRODUCT.replace("product_id long", "product_id decimal(38,20)"))
+    DeltaRsStore(spark, lake).overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(
+        [(Decimal("1.5"), older, False, None), (Decimal("2.5"), later, False, None)],
+        STATE.replace("product_id long", "product_id decimal(38,20)")))
+    [waiting] = reconcile(spark, landing, lake, onboarding)
+    assert (waiting.status, waiting.reason) == (
+        "waiting", "1 correction(s) of snapshot s1 are not applied yet: run the pipeline first")
 
 
 def test_as_of_now_sorts_after_everything_in_the_change_stream(spark, tmp_path, onboarding):

@@ -21,7 +21,6 @@ from datetime import datetime
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.cdc.apply import SEQ
-from cdc_lakehouse.silver import keys as canonical_keys
 from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import change_stream, read_corrections, write_jsonl
 from cdc_lakehouse.snapshot.ledger import QUARANTINED, RECONCILED, SKIPPED, Ledger
@@ -217,13 +216,18 @@ def unapplied(spark, store, spec: cmp.TableSpec, ledger: Ledger, previous: dict 
     path = ledger.corrections_file(spec.table, previous["snapshot_id"])
     if not path.exists():
         path = ledger.archive_root / spec.table / path.name
-    corrections = read_corrections(spark, path).select("key", F.col("sequence").alias("__c_seq"))
+    corrections = read_corrections(spark, path)
     if store.exists(spec.state):
-        names = F.array(*[F.lit(k) for k in spec.source_keys])
-        values = F.array(*[F.col(k).cast("string") for k in spec.keys])
-        state = store.read(spec.state).select(canonical_keys.canonical(F.map_from_arrays(names, values)).alias("key"), SEQ)
+        state = store.read(spec.state)
+        # The key's text values as the state holds them: a key's text is no cast of its typed value
+        # (a DECIMAL(38,20) 1.5 casts to 1.50000000000000000000, a timestamp loses its "T").
+        values = F.from_json("key", "map<string,string>")
+        typed = corrections.select(
+            *[values[s].try_cast(state.schema[k].dataType).alias(k) for k, s in zip(spec.keys, spec.source_keys)],
+            F.col("sequence").alias("__c_seq"),
+        )
         small = previous["changes"] <= cmp.BROADCAST_LIMIT
-        judged = state.join(F.broadcast(corrections) if small else corrections, "key").agg(
+        judged = state.join(F.broadcast(typed) if small else typed, list(spec.keys)).agg(
             F.count(F.lit(1)).alias("present"), F.sum(F.when(F.col(SEQ) < F.col("__c_seq"), 1).otherwise(0)).alias("behind"),
         ).first()
         if judged["present"]:
