@@ -160,7 +160,7 @@ def corrective_changes(spark, store, spec: cmp.TableSpec, capture, folder: Snaps
         counts.snapshot_rows, counts.keyless_rows = cmp.non_object_lines(lines)
         ops = None if counts.keyless_rows else cmp.compare(
             cmp.read_rows(spark, parts, spec, schema), replica, state, spec, sequence.column(), counts)
-        counts.replica_rows = replica.count()
+        counts.replica_rows = store.row_count(spec.replica)
         diff = None if ops is None else cmp.difference_rows(
             lines, schema, replica, ops, spec, sum(counts.ops.values()) <= cmp.BROADCAST_LIMIT
         )

@@ -89,6 +89,10 @@ class DeltaRsStore:
             return pa.compute.max(actions.column(stat)).as_py()
         return self.read(name).agg(F.max(column)).first()[0]
 
+    def row_count(self, name: str) -> int:
+        """From the Delta log's statistics (no pass over the rows)."""
+        return _row_count(self._table(name))
+
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
         how many there are (from the Delta log, without reading the rows)."""
