@@ -3,7 +3,11 @@ for two values."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import keys
@@ -40,3 +44,28 @@ def test_every_capture_writes_one_text_per_value(spark, value, text):
 def test_values_a_double_cannot_tell_apart_keep_apart(spark):
     first, second = _key_texts(spark, "1.00000000000000000001"), _key_texts(spark, "1.00000000000000000002")
     assert first.isdisjoint(second)
+
+
+def _spellings(value: Decimal) -> list[str]:
+    """JSON numbers with a fraction or an exponent that all spell ``value``."""
+    plain = format(value, "f")
+    plain = plain if "." in plain else plain + ".0"
+    return [plain, plain + "0", f"{value:E}"]
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.builds(lambda digits, scale, sign: sign * Decimal(digits).scaleb(-scale),
+                          st.one_of(st.integers(1, 10**6), st.integers(1, 10**38 - 1)),
+                          st.integers(0, 30), st.sampled_from([1, -1])),
+                min_size=1, max_size=12, unique=True))
+def test_a_key_value_has_one_text_and_two_values_never_share_one(spark, values):
+    """Whatever its spelling and however many digits it has: the property behind the examples
+    above, against the values themselves as the model."""
+    spelled = [(str(v), s) for v in values for s in _spellings(v)]
+    df = spark.createDataFrame(spelled, "value string, number string")
+    found = df.select("value", keys.from_json_object(F.concat(F.lit('{"k": '), "number", F.lit("}"))).alias("key"))
+    texts = {}
+    for row in found.collect():
+        texts.setdefault(row["value"], set()).add(row["key"])
+    assert all(len(t) == 1 for t in texts.values()), texts
+    assert len({t.pop() for t in texts.values()}) == len(values)
