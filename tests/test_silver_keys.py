@@ -3,6 +3,7 @@ for two values."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -36,14 +37,31 @@ def _key_texts(spark, value: str) -> set[str]:
     ("1.000000000000000000010", "1.00000000000000000001"),  # one value, one text
     ("10.0000000000000000001e-1", "1.00000000000000000001"),
     ("1.00000000000000000000", "1.0"),  # no more digits than a double keeps, once the zeros are dropped
+    ("1772442000.123456", "1.772442000123456E9"),  # 16 digits a double holds: its text as before
+    ("123456789012345678.12345678901234567891", "123456789012345678.12345678901234567891"),  # all 38
 ])
 def test_every_capture_writes_one_text_per_value(spark, value, text):
     assert _key_texts(spark, value) == {f'{{"k":"{text}"}}'}
 
 
-def test_values_a_double_cannot_tell_apart_keep_apart(spark):
-    first, second = _key_texts(spark, "1.00000000000000000001"), _key_texts(spark, "1.00000000000000000002")
+@pytest.mark.parametrize("pair", [("1.00000000000000000001", "1.00000000000000000002"),
+                                  ("123456789012345678.12345678901234567891", "123456789012345678.12345678901234567892")])
+def test_values_a_double_cannot_tell_apart_keep_apart(spark, pair):
+    first, second = (_key_texts(spark, value) for value in pair)
     assert first.isdisjoint(second)
+
+
+def test_any_key_column_name_and_a_long_string_value(spark):
+    """The search for long numbers takes a column name as written, whatever its characters, and
+    a key string of any length (a regex that recurses per character overflows Java's stack)."""
+    name = 'a.b\\E(c|d)*'  # in JSON: "a.b\\E(c|d)*"
+    image = json.dumps({name: Decimal("1.00000000000000000001"), "s": "x" * 20000}, default=str).replace(
+        '"1.00000000000000000001"', "1.00000000000000000001")
+    df = spark.createDataFrame([(image,)], "image string")
+    names = F.array(F.lit(name), F.lit("s"))
+    row = df.withColumn("m", keys.image_map(F.col("image"), names)).select(
+        keys.from_image_map(F.col("m"), names), keys.from_json_object(F.col("image"))).first()
+    assert json.loads(row[0]) == json.loads(row[1]) == {name: "1.00000000000000000001", "s": "x" * 20000}
 
 
 def _spellings(value: Decimal) -> list[str]:

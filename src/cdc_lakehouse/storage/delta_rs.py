@@ -90,8 +90,11 @@ class DeltaRsStore:
         return self.read(name).agg(F.max(column)).first()[0]
 
     def row_count(self, name: str) -> int:
-        """From the Delta log's statistics (no pass over the rows)."""
-        return _row_count(self._table(name))
+        """From the Delta log's statistics (no pass over the rows) when every file has them."""
+        try:
+            return _row_count(self._table(name))
+        except MissingStatistics:
+            return self.read(name).count()
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
@@ -239,6 +242,10 @@ def _delta_configuration(properties: dict | None) -> dict | None:
     return delta or None
 
 
+class MissingStatistics(RuntimeError):
+    """A data file of the table has no row count in the Delta log (another writer left it out)."""
+
+
 def _row_count(table: DeltaTable, only_files: set[str] | None = None) -> int:
     """Rows in the table (or in some of its files) from the add actions' statistics."""
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -248,7 +255,7 @@ def _row_count(table: DeltaTable, only_files: set[str] | None = None) -> int:
     counts = actions.column("num_records").to_pylist()
     wanted = [c for p, c in zip(paths, counts) if only_files is None or p in only_files]
     if any(c is None for c in wanted):
-        raise RuntimeError(f"{table.table_uri}: a data file has no row count statistics")
+        raise MissingStatistics(f"{table.table_uri}: a data file has no row count statistics")
     return int(sum(wanted))
 
 
