@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.bronze.json_text import compact_members, image_values, long_fractions, row_images, top_level_fields
+from cdc_lakehouse.bronze.json_text import compact_members, image_values, row_images, top_level_fields
 
 
 def test_nested_values_keep_their_source_text():
@@ -80,17 +80,3 @@ def test_rows_that_are_no_array_of_objects_have_no_images(text):
 def test_an_image_that_is_no_object_has_no_members(text):
     assert compact_members(text) is None
     assert image_values(text) is None
-
-
-def test_long_fractions_are_the_numbers_a_double_would_round():
-    line = ('{"a": 1.000000000000000000010, "b": 1.50, "c": 123456789012345678901234, "d": 0.123456789012345,'
-            ' "e": 1.23456789012345678e5, "f": "1.00000000000000000001", "g": {"h": 1.00000000000000000001},'
-            ' "i": 1772442000.123456, "j": 0.30000000000000004, "k": 1e400}')
-    assert long_fractions(line) == {"a": "1.00000000000000000001", "e": "123456.789012345678", "k": "1E+400"}
-    assert long_fractions("[1.00000000000000000001]") is None
-
-
-def test_long_fractions_keep_all_38_digits_of_a_decimal():
-    line = '{"a": 123456789012345678.12345678901234567891, "b": 123456789012345678.12345678901234567892}'
-    assert long_fractions(line) == {"a": "123456789012345678.12345678901234567891",
-                                    "b": "123456789012345678.12345678901234567892"}

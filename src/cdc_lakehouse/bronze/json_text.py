@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from decimal import Decimal
 
 from pyspark import cloudpickle
 from pyspark.sql import Column
@@ -161,33 +160,6 @@ def image_values(text: str | None) -> dict[str, str | None] | None:
     return {k: str(v) if isinstance(v, str) else None if v is None else _LITERALS[v] for k, v in found.items()}
 
 
-DOUBLE_DIGITS = 15  # significant digits a double keeps for any decimal; more may be lost
-
-
-def long_fractions(text: str | None) -> dict[str, str] | None:
-    """The members of a JSON object that are numbers with a fraction or an exponent whose value
-    a double does not hold (``1.00000000000000000001`` reads as ``1.0``), each as its exact
-    value without trailing zeros, so that one value always has one text; None unless an object."""
-    found = _parsed(text)
-    if not isinstance(found, dict):
-        return None
-    exact = {}
-    for name, value in found.items():
-        if isinstance(value, _Number) and any(c in value for c in ".eE"):
-            number = Decimal(value)  # exact: no context rounds a Decimal made from text
-            if Decimal(repr(float(number))) != number:
-                exact[name] = _without_trailing_zeros(number)
-    return exact
-
-
-def _without_trailing_zeros(number: Decimal) -> str:
-    # Decimal.normalize would round to its context's 28 digits; a DECIMAL(38,20) has 38.
-    sign, digits, exponent = number.as_tuple()
-    while len(digits) > 1 and digits[-1] == 0:
-        digits, exponent = digits[:-1], exponent + 1
-    return str(Decimal((sign, digits, exponent)))
-
-
 def _elements(text: str) -> list[dict[str, str]]:
     """The members of each object of a non-empty JSON array of objects, as source text."""
     parser = json.JSONDecoder(parse_constant=_reject)
@@ -209,7 +181,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 json_fields = F.udf(top_level_fields, MapType(StringType(), StringType()), useArrow=False)
 _IMAGE_PAIR = StructType([StructField("before", StringType()), StructField("after", StringType())])
 exact_row_images = F.udf(row_images, ArrayType(_IMAGE_PAIR), useArrow=False)
-long_fraction_members = F.udf(long_fractions, MapType(StringType(), StringType()), useArrow=False)
 
 # A dict returned by a UDF arrives as a Java hash map, in no order; entries keep the source's.
 _ENTRIES = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))

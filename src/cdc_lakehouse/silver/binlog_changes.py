@@ -26,8 +26,8 @@ def operations(row_events: DataFrame) -> DataFrame:
     op, before, after = F.col("op"), F.col("__before"), F.col("__after")
     maps = images.select(
         "*",
-        keys.image_map(F.when(op == "D", before).otherwise(after), F.col("primary_key")).alias("__key_map"),
-        F.when(op == "U", keys.image_map(before, F.col("primary_key"))).alias("__before_map"),
+        keys.image_map(F.when(op == "D", before).otherwise(after)).alias("__key_map"),
+        F.when(op == "U", keys.image_map(before)).alias("__before_map"),
     )
     return maps.select(
         *TXN_COLUMNS, "schema", "table",

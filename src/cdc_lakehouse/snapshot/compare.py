@@ -156,7 +156,7 @@ def first_row_columns(parts: list[Path]) -> list[str]:
 def canonical_key(line: Column, source_keys: list[str]) -> Column:
     """The key as silver writes it (canonical JSON, values as text); NULL when a key value is
     missing or the line is not a JSON object."""
-    values = canonical_keys.image_map(line, F.array(*[F.lit(k) for k in source_keys]))
+    values = F.from_json(line, "map<string,string>")
     present = F.lit(True)
     for k in source_keys:
         present = present & values[k].isNotNull()
