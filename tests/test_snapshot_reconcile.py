@@ -32,11 +32,11 @@ def onboarding(tmp_path):
     return products_onboarding(tmp_path, scd_type=1)
 
 
-def make_replica(spark, lake, rows, state=None, table="silver.shop_products", schema=PRODUCT):
+def make_replica(spark, lake, rows, state=None, table="silver.shop_products", schema=PRODUCT, state_schema=STATE):
     store = DeltaRsStore(spark, lake)
     store.overwrite(table, spark.createDataFrame(rows, schema))
     if state is not None:
-        store.overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(state, STATE))
+        store.overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(state, state_schema))
     return store
 
 
@@ -241,11 +241,11 @@ def test_previous_corrections_are_judged_per_key_whatever_the_key_type(spark, tm
     reconcile(spark, landing, lake, onboarding)
     write_snapshot(landing, "s2", [product(1.5, "a", 1.0)], taken_at=T0 + timedelta(hours=1))
     older, later = (0, "xid:1"), (5, "xid:9")
+    decimal_key = "product_id decimal(38,20)"
     make_replica(spark, lake, [(Decimal("1.5"), "a", 1.0), (Decimal("2.5"), "b", 2.0)],
-                 schema=PRODUCT.replace("product_id long", "product_id decimal(38,20)"))
-    DeltaRsStore(spark, lake).overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(
-        [(Decimal("1.5"), older, False, None), (Decimal("2.5"), later, False, None)],
-        STATE.replace("product_id long", "product_id decimal(38,20)")))
+                 state=[(Decimal("1.5"), older, False, None), (Decimal("2.5"), later, False, None)],
+                 schema=PRODUCT.replace("product_id long", decimal_key),
+                 state_schema=STATE.replace("product_id long", decimal_key))
     [waiting] = reconcile(spark, landing, lake, onboarding)
     assert (waiting.status, waiting.reason) == (
         "waiting", "1 correction(s) of snapshot s1 are not applied yet: run the pipeline first")

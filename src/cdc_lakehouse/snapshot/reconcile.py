@@ -21,6 +21,7 @@ from datetime import datetime
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.cdc.apply import SEQ
+from cdc_lakehouse.silver import keys as canonical_keys
 from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import change_stream, read_corrections, write_jsonl
 from cdc_lakehouse.snapshot.ledger import QUARANTINED, RECONCILED, SKIPPED, Ledger
@@ -221,7 +222,7 @@ def unapplied(spark, store, spec: cmp.TableSpec, ledger: Ledger, previous: dict 
         state = store.read(spec.state)
         # The key's text values as the state holds them: a key's text is no cast of its typed value
         # (a DECIMAL(38,20) 1.5 casts to 1.50000000000000000000, a timestamp loses its "T").
-        values = F.from_json("key", "map<string,string>")
+        values = canonical_keys.image_map(F.col("key"))
         typed = corrections.select(
             *[values[s].try_cast(state.schema[k].dataType).alias(k) for k, s in zip(spec.keys, spec.source_keys)],
             F.col("sequence").alias("__c_seq"),
