@@ -76,7 +76,7 @@ def test_a_quiet_update_plans_no_streaming_flow_and_keeps_unchanged_views(spark,
     assert paths.planned() == []  # bronze.alerts too, though it never had input
     assert {f: (quiet.event(f).status, quiet.event(f).message) for f in STREAMING} == {
         f: ("SKIPPED", "no new input") for f in STREAMING}
-    for view in ("gold.totals", "gold.above_threshold"):
+    for view in ("gold.totals", "gold.above_threshold", "gold.doubled_values"):
         assert (quiet.event(view).status, quiet.event(view).message) == ("SKIPPED", UNCHANGED)
     assert _version(spark, paths, "gold.totals") == versions["gold.totals"]
     # A view that reads the clock is recomputed at every update.

@@ -31,6 +31,9 @@ _READS_CLOCK = re.compile(
     r'"class":"[\w.$]*\.(CurrentTimestamp|CurrentDate|CurrentTime|LocalTimestamp|Now|CurrentBatchTimestamp)"'
 )
 _EXPR_ID = re.compile(r'"id":(\d+),"jvmId":"[^"]*"')
+# PySpark names the variable of a Python lambda (``F.transform(c, lambda x: ...)``) from a
+# process-wide counter: ``x_76`` in one update is ``x_162`` in the next.
+_LAMBDA_NAME = re.compile(r'("class":"[\w.]*NamedLambdaVariable","num-children":0,"name":)"([^"]*)"')
 
 
 @dataclass
@@ -66,6 +69,9 @@ def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
 
 
 def _normalized(plan_json: str) -> str:
-    """Expression ids numbered in order of appearance: they differ from one session to the next."""
+    """Expression ids and lambda variable names numbered in order of appearance: they differ
+    from one session, or one update, to the next."""
     ids: dict[str, int] = {}
-    return _EXPR_ID.sub(lambda m: f'"id":{ids.setdefault(m.group(1), len(ids))}', plan_json)
+    names: dict[str, int] = {}
+    text = _EXPR_ID.sub(lambda m: f'"id":{ids.setdefault(m.group(1), len(ids))}', plan_json)
+    return _LAMBDA_NAME.sub(lambda m: f'{m.group(1)}"lambda_{names.setdefault(m.group(2), len(names))}"', text)

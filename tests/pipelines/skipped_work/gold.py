@@ -18,3 +18,10 @@ def above_threshold():
 @dlt.materialized_view(name="gold.sensors_seen")
 def sensors_seen():
     return dlt.read("silver.readings").select("sensor").distinct().withColumn("seen_at", F.current_timestamp())
+
+
+@dlt.materialized_view(name="gold.doubled_values")
+def doubled_values():
+    """A Python lambda: its variable's name changes from one update to the next."""
+    values = dlt.read("silver.readings").groupBy("sensor").agg(F.sort_array(F.collect_list("value")).alias("values"))
+    return values.select("sensor", F.transform("values", lambda v: v * 2).alias("doubled"))
