@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.cdc.apply import CdcInputError
+from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, distinct_events
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
@@ -55,6 +55,15 @@ def test_redelivered_changes_change_nothing(spark, landing, lake):
     _run(spark, landing, lake)
     for table, rows in before.items():
         assertDataFrameEqual(store.read(table), rows)
+
+
+def test_a_clash_on_a_floating_point_key_names_the_likely_cause(spark):
+    """Keys that differ past a double's digits (two DECIMAL(38,20) values typed DOUBLE) arrive as
+    one key with two changes at one sequence."""
+    prepared = spark.createDataFrame([(1.0, "a", 1, False), (1.0, "b", 1, False)],
+                                     f"id double, value string, {SEQ} long, {TRUNCATE} boolean")
+    with pytest.raises(CdcInputError, match=r"share a key .* key column\(s\) \['id'\] hold floating-point numbers"):
+        distinct_events(prepared, ["id"])
 
 
 def test_null_sequence_is_a_clear_error(spark, landing, lake):

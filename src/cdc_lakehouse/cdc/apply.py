@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, FloatType
 
 from cdc_lakehouse.cdc.widening import fit_to_target
 from cdc_lakehouse.storage import UpsertSpec
@@ -156,8 +157,16 @@ def distinct_events(prepared: DataFrame, keys: list[str]) -> DataFrame:
     clashes = events.groupBy(*keys, SEQ).count().filter("count > 1").limit(3).collect()
     if clashes:
         shown = ", ".join(str({k: r[k] for k in [*keys, SEQ]}) for r in clashes)
-        raise CdcInputError(f"different changes share a key and a sequence value: {shown}")
+        raise CdcInputError(f"different changes share a key and a sequence value: {shown}{_inexact_key_hint(events, keys)}")
     return events
+
+
+def _inexact_key_hint(events: DataFrame, keys: list[str]) -> str:
+    inexact = [k for k in keys if isinstance(events.schema[k].dataType, (DoubleType, FloatType))]
+    if not inexact:
+        return ""
+    return (f"; key column(s) {inexact} hold floating-point numbers, which cannot tell apart keys that differ "
+            "past 15 significant digits: declare them DECIMAL")
 
 
 def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:

@@ -26,15 +26,15 @@ def operations(row_events: DataFrame) -> DataFrame:
     op, before, after = F.col("op"), F.col("__before"), F.col("__after")
     maps = images.select(
         "*",
-        keys.image_map(F.when(op == "D", before).otherwise(after)).alias("__key_map"),
-        F.when(op == "U", keys.image_map(before)).alias("__before_map"),
-    )
+        F.when(op == "D", before).otherwise(after).alias("__key_image"),
+    ).select("*", keys.image_map(F.col("__key_image")).alias("__key_map"),
+             F.when(op == "U", keys.image_map(before)).alias("__before_map"))
     return maps.select(
         *TXN_COLUMNS, "schema", "table",
         F.struct("lsn", "row_index").alias("ord"),
         op,
-        keys.from_image_map(F.col("__key_map"), F.col("primary_key")).alias("key"),
-        F.when(op == "U", keys.from_image_map(F.col("__before_map"), F.col("primary_key"))).alias("old_key"),
+        keys.from_image_map(F.col("__key_map"), F.col("primary_key"), F.col("__key_image")).alias("key"),
+        F.when(op == "U", keys.from_image_map(F.col("__before_map"), F.col("primary_key"), before)).alias("old_key"),
         F.when(op != "D", after).alias("row"),
         F.when(op != "I", before).alias("before"),
     )

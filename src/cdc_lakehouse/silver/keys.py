@@ -1,18 +1,35 @@
 """Canonical row keys: a JSON object of the key columns, sorted by name, values as text, so a
-key built from a binlog image and one written by a shadow trigger compare equal."""
+key built from a binlog image and one written by a shadow trigger compare equal.
+
+A key value is Spark's JSON reading of it: a whole number exactly, any other number as a
+double (``1.50`` -> ``1.5``). Where that double loses digits the source wrote (a
+DECIMAL(38,20) key), the key takes the number's own digits from the JSON text instead
+(plain notation, trailing zeros of the fraction dropped). Only keys with a value read as a
+double are looked at again, by JVM expressions that ``CASE`` evaluates lazily: a Python
+function would be handed every row (a 10M-row snapshot seed took 220 s instead of 178 s)."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+_DOUBLE_START = list("-0123456789")
+_NUMBER_TOKEN = r"\s*:\s*(-?[0-9][0-9.eE+-]*)"
 
-def canonical(key_map: Column) -> Column:
-    return F.to_json(F.map_from_entries(F.array_sort(F.map_entries(key_map))))
+
+def canonical(key_map: Column, json_text: Column | None = None) -> Column:
+    """The key's JSON; given the text ``key_map`` was read from, with its numbers exact."""
+    plain = F.to_json(F.map_from_entries(F.array_sort(F.map_entries(key_map))))
+    if json_text is None:
+        return plain
+    # A double's text always has a ".": most keys have none, and one look clears them. The
+    # lambda binds the key's text: a CASE that named it twice would build it twice.
+    return F.transform(F.array(plain), lambda text: F.when(
+        F.instr(text, ".") > 0, canonical(exact_values(key_map, json_text))).otherwise(text))[0]
 
 
 def from_json_object(json_col: Column) -> Column:
-    return canonical(F.from_json(json_col, "map<string,string>"))
+    return canonical(F.from_json(json_col, "map<string,string>"), json_col)
 
 
 def image_map(image: Column) -> Column:
@@ -20,8 +37,58 @@ def image_map(image: Column) -> Column:
     return F.from_json(image, "map<string,string>")
 
 
-def from_image_map(columns: Column, key_columns: Column) -> Column:
-    """The key of a row image (``image_map``), given the names of the key columns
-    (``primary_key``). Pass the map as a column computed before: read inside the lambda, an
-    expression is evaluated again for every key column."""
-    return canonical(F.map_from_arrays(key_columns, F.transform(key_columns, lambda k: columns[k])))
+def from_image_map(columns: Column, key_columns: Column, image: Column) -> Column:
+    """The key of a row image (``image``, read as ``columns`` by ``image_map``), given the names
+    of the key columns (``primary_key``). Pass the map as a column computed before: read inside
+    the lambda, an expression is evaluated again for every key column."""
+    key_map = F.map_from_arrays(key_columns, F.transform(key_columns, lambda k: columns[k]))
+    return canonical(key_map, image)
+
+
+def exact_values(key_map: Column, json_text: Column) -> Column:
+    """``key_map`` (values as ``from_json`` reads them from ``json_text``) with each number that
+    a double rounded given its digits as written."""
+    return F.transform_values(key_map, lambda name, value: _exact(name, value, json_text))
+
+
+def _exact(name: Column, value: Column, json_text: Column) -> Column:
+    like_double = value.substr(1, 1).isin(*_DOUBLE_START) & (F.instr(value, ".") > 0)
+    # the Python API takes only a literal pattern
+    token = F.call_function("regexp_extract", json_text, _token_pattern(name), F.lit(1))
+    rounded = (
+        (token != "")
+        & (_digits(token) != _digits(value))
+        # the token of another value of the same name (in a nested object) is not this one
+        & (token.try_cast("double") == value.try_cast("double"))
+    )
+    return F.when(like_double & rounded, _plain_decimal(token)).otherwise(value)
+
+
+def _token_pattern(name: Column) -> Column:
+    """A Java regex for ``"name": <number>``, the name as JSON writes it, quoted by \\Q..\\E."""
+    as_json = F.to_json(F.array(name))  # ["name"], escaped as JSON escapes it
+    quoted = F.replace(as_json.substr(F.lit(2), F.length(as_json) - 2), F.lit(r"\E"), F.lit(r"\E\\E\Q"))
+    return F.concat(F.lit(r"\Q"), quoted, F.lit(r"\E" + _NUMBER_TOKEN))
+
+
+def _digits(number: Column) -> Column:
+    """The significant digits of a number's text: ``1.2345E-7`` and ``0.00000012345`` -> 12345."""
+    return F.regexp_replace(F.regexp_replace(number, r"[eE].*$|[-.]", ""), r"^0+|0+$", "")
+
+
+def _plain_decimal(number: Column) -> Column:
+    """A JSON number's value as plain decimal text, whatever its spelling: ``10.50e-1`` and
+    ``1.050`` -> ``1.05``."""
+    def part(n: int) -> Column:
+        return F.regexp_extract(number, r"^(-?)([0-9]*)\.?([0-9]*)(?:[eE]([+-]?[0-9]+))?$", n)
+
+    sign, whole, fraction, exponent = part(1), part(2), part(3), part(4)
+    digits = F.concat(whole, fraction)
+    point = F.length(whole) + F.coalesce(exponent.try_cast("int"), F.lit(0))  # digits before the point
+    text = (
+        F.when(point <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+        .when(point >= F.length(digits), F.concat(digits, F.repeat(F.lit("0"), point - F.length(digits))))
+        .otherwise(F.concat(digits.substr(F.lit(1), point), F.lit("."), digits.substr(point + 1, F.length(digits))))
+    )
+    text = F.regexp_replace(text, r"^0+(?=[0-9])", "")
+    return F.concat(sign, F.regexp_replace(F.regexp_replace(text, r"(\.[0-9]*[1-9])0+$", "$1"), r"\.0+$", ""))

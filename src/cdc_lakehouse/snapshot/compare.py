@@ -161,7 +161,7 @@ def canonical_key(line: Column, source_keys: list[str]) -> Column:
     for k in source_keys:
         present = present & values[k].isNotNull()
     pairs = F.map_from_arrays(F.array(*[F.lit(k) for k in source_keys]), F.array(*[values[k] for k in source_keys]))
-    return F.when(F.coalesce(present, F.lit(False)), canonical_keys.canonical(pairs))
+    return F.when(F.coalesce(present, F.lit(False)), canonical_keys.canonical(pairs, line))
 
 
 # -- pass 1: narrow compare ----------------------------------------------------------------
