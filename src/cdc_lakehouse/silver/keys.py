@@ -17,15 +17,15 @@ _DOUBLE_START = list("-0123456789")
 _NUMBER_TOKEN = r"\s*:\s*(-?[0-9][0-9.eE+-]*)"
 
 
-def canonical(key_map: Column, json_text: Column | None = None) -> Column:
-    """The key's JSON; given the text ``key_map`` was read from, with its numbers exact."""
-    plain = F.to_json(F.map_from_entries(F.array_sort(F.map_entries(key_map))))
-    if json_text is None:
-        return plain
-    # A double's text always has a ".": most keys have none, and one look clears them. The
-    # lambda binds the key's text: a CASE that named it twice would build it twice.
-    return F.transform(F.array(plain), lambda text: F.when(
-        F.instr(text, ".") > 0, canonical(exact_values(key_map, json_text))).otherwise(text))[0]
+def canonical(key_map: Column, json_text: Column) -> Column:
+    """The key's JSON, from ``key_map`` as ``from_json`` read it from ``json_text``."""
+    # A double's text always has a ".": most keys have none, and one look clears them.
+    return _let(key_map, lambda m: _let(_sorted_json(m), lambda text: F.when(
+        F.instr(text, ".") > 0, _sorted_json(exact_values(m, json_text))).otherwise(text)))
+
+
+def _sorted_json(key_map: Column) -> Column:
+    return F.to_json(F.map_from_entries(F.array_sort(F.map_entries(key_map))))
 
 
 def from_json_object(json_col: Column) -> Column:
@@ -51,17 +51,26 @@ def exact_values(key_map: Column, json_text: Column) -> Column:
     return F.transform_values(key_map, lambda name, value: _exact(name, value, json_text))
 
 
+def _let(value: Column, body) -> Column:
+    """``body(value)`` with ``value`` computed once: an expression named twice is built, planned
+    and evaluated twice, and these are planned again at every streamed micro-batch."""
+    return F.transform(F.array(value), body)[0]
+
+
 def _exact(name: Column, value: Column, json_text: Column) -> Column:
     like_double = value.substr(1, 1).isin(*_DOUBLE_START) & (F.instr(value, ".") > 0)
     # the Python API takes only a literal pattern
     token = F.call_function("regexp_extract", json_text, _token_pattern(name), F.lit(1))
-    rounded = (
-        (token != "")
-        & (_digits(token) != _digits(value))
-        # the token of another value of the same name (in a nested object) is not this one
-        & (token.try_cast("double") == value.try_cast("double"))
-    )
-    return F.when(like_double & rounded, _plain_decimal(token)).otherwise(value)
+
+    def exact(t: Column) -> Column:
+        rounded = (
+            (t != "") & (_digits(t) != _digits(value))
+            # the token of another value of the same name (in a nested object) is not this one
+            & (t.try_cast("double") == value.try_cast("double"))
+        )
+        return F.when(rounded, _plain_decimal(t)).otherwise(value)
+
+    return F.when(like_double, _let(token, exact)).otherwise(value)
 
 
 def _token_pattern(name: Column) -> Column:
@@ -82,13 +91,19 @@ def _plain_decimal(number: Column) -> Column:
     def part(n: int) -> Column:
         return F.regexp_extract(number, r"^(-?)([0-9]*)\.?([0-9]*)(?:[eE]([+-]?[0-9]+))?$", n)
 
-    sign, whole, fraction, exponent = part(1), part(2), part(3), part(4)
-    digits = F.concat(whole, fraction)
-    point = F.length(whole) + F.coalesce(exponent.try_cast("int"), F.lit(0))  # digits before the point
+    whole = part(2)
+    parsed = F.struct(part(1).alias("sign"), F.concat(whole, part(3)).alias("digits"),
+                      (F.length(whole) + F.coalesce(part(4).try_cast("int"), F.lit(0))).alias("point"))
+    return _let(parsed, _placed_point)
+
+
+def _placed_point(p: Column) -> Column:
+    """``p.digits`` with the decimal point after ``p.point`` of them, in plain notation."""
+    digits, point, size = p["digits"], p["point"], F.length(p["digits"])
     text = (
         F.when(point <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -point), digits))
-        .when(point >= F.length(digits), F.concat(digits, F.repeat(F.lit("0"), point - F.length(digits))))
-        .otherwise(F.concat(digits.substr(F.lit(1), point), F.lit("."), digits.substr(point + 1, F.length(digits))))
+        .when(point >= size, F.concat(digits, F.repeat(F.lit("0"), point - size)))
+        .otherwise(F.concat(digits.substr(F.lit(1), point), F.lit("."), digits.substr(point + 1, size)))
     )
     text = F.regexp_replace(text, r"^0+(?=[0-9])", "")
-    return F.concat(sign, F.regexp_replace(F.regexp_replace(text, r"(\.[0-9]*[1-9])0+$", "$1"), r"\.0+$", ""))
+    return F.concat(p["sign"], F.regexp_replace(F.regexp_replace(text, r"(\.[0-9]*[1-9])0+$", "$1"), r"\.0+$", ""))
