@@ -14,7 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-_DOUBLE_START = list("-0123456789")
+_NUMBER_START = list("-0123456789")
 
 
 def canonical(key_map: Column, json_text: Column) -> Column:
@@ -45,13 +45,18 @@ def from_image_map(columns: Column, key_columns: Column, image: Column) -> Colum
     return canonical(key_map, image)
 
 
+def exact_members(json_text: Column) -> Column:
+    """A JSON object's top-level members as name -> variant: a variant keeps a decimal of up to
+    38 digits exactly, where ``from_json`` rounds it to a double. NULL for no object."""
+    return F.try_parse_json(json_text).try_cast("map<string,variant>")
+
+
 def _exact_values(key_map: Column, json_text: Column) -> Column:
     """``key_map`` (values as ``from_json`` reads them from ``json_text``) with each number that
-    a double rounded given its digits as written."""
-    # A variant keeps a decimal of up to 38 digits exactly; read only as far as the top level,
-    # so a member of the same name in a nested object is not taken for the key.
-    members = F.try_parse_json(json_text).try_cast("map<string,variant>")
-    return _let(members, lambda m: F.transform_values(key_map, lambda name, value: _exact(value, m[name])))
+    a double rounded given its digits as written. Only top-level members count: a member of the
+    same name in a nested object is not the key."""
+    return _let(exact_members(json_text),
+                lambda m: F.transform_values(key_map, lambda name, value: _exact(value, m[name])))
 
 
 def _let(value: Column, body) -> Column:
@@ -61,14 +66,18 @@ def _let(value: Column, body) -> Column:
 
 
 def _exact(value: Column, member: Column) -> Column:
-    like_double = value.substr(1, 1).isin(*_DOUBLE_START) & (F.instr(value, ".") > 0)
-
     def exact(text: Column) -> Column:
         # A decimal's text: plain notation, trailing zeros dropped. A number the variant too
         # holds as a double (an exponent, more than 38 digits) has the double's digits.
-        return F.when(text.substr(1, 1).isin(*_DOUBLE_START) & (_digits(text) != _digits(value)), text).otherwise(value)
+        return F.when(_is_number(text) & (_digits(text) != _digits(value)), text).otherwise(value)
 
+    like_double = _is_number(value) & (F.instr(value, ".") > 0)
     return F.when(like_double, _let(F.to_json(member), exact)).otherwise(value)
+
+
+def _is_number(text: Column) -> Column:
+    """Whether a value's text (a JSON string's unquoted) begins as a number does."""
+    return text.substr(1, 1).isin(*_NUMBER_START)
 
 
 def _digits(number: Column) -> Column:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.silver import keys
+
 OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
 
 # (state, next op) -> (new state, which image is the row, anomaly). The row of a D is the
@@ -121,5 +123,5 @@ def _value_texts(image):
     """Column -> value as JSON text, NULL for a JSON null. Parsed as a variant, which keeps
     decimals of up to 38 digits exact (``from_json`` rounds them to doubles, so a change in a
     late digit would not show); ``1.50`` and ``1.5`` are the same value."""
-    values = F.try_parse_json(image).try_cast("map<string,variant>")
+    values = keys.exact_members(image)
     return F.transform_values(values, lambda _, v: F.when(~F.is_variant_null(v), F.to_json(v)))
