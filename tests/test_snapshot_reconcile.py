@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import build_parser, main
+from cdc_lakehouse.cdc.snapshot import OP
 from cdc_lakehouse.config import load_onboarding
+from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import read_corrections
 from cdc_lakehouse.snapshot.reconcile import diff_snapshot
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
@@ -79,9 +82,9 @@ def test_corrections_are_exactly_the_difference(spark, tmp_path, onboarding):
     assert status_of(landing, "s1")["changes"] == 4
 
 
-def test_lines_whose_key_text_misleads_are_found_by_their_parsed_key(spark, tmp_path, onboarding):
-    """The lines of the difference are first looked up by their key's text; a key name that
-    also occurs in a nested value hides the line from that lookup, so every key is parsed."""
+def test_a_key_name_repeated_in_a_nested_value_does_not_mislead(spark, tmp_path, onboarding):
+    """The lines of the difference are joined by their parsed top-level key, never by a text
+    search that a nested member of the same name could answer."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     make_replica(spark, lake, [(1, "a", 1.0), (2, "b", 2.0)])
     hidden = {"meta": {"product_id": 1}, **product(2, "b2", 2.0)}
@@ -91,6 +94,22 @@ def test_lines_whose_key_text_misleads_are_found_by_their_parsed_key(spark, tmp_
     changes = corrections_of(spark, landing, "s1").select("op", "row")
     assertDataFrameEqual(changes, spark.createDataFrame(
         [("UPDATE", json.dumps(hidden)), ("INSERT", json.dumps(product(3, "c", 3.0)))], "op string, row string"))
+
+
+def test_lines_not_at_their_recorded_places_are_found_by_their_parsed_key(spark, tmp_path):
+    """The lines of the difference are looked up at the places where the comparison read their
+    rows. A place that names another line (were the two reads to split the files differently)
+    fails the join by key, and then every line's key is parsed: the lines found are still the
+    right ones."""
+    rows = [product(i, f"p{i}", float(i)) for i in (1, 2, 3)]
+    part = tmp_path / "part-00000.jsonl"
+    part.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = cmp.TableSpec("shop", "shop.products", ("product_id",), "silver.shop_products")
+    wanted = spark.createDataFrame([(2, "UPDATE", 0), (3, "INSERT", 2)], f"product_id long, {OP} string, {cmp.AT} long")
+    found = cmp.snapshot_lines(cmp.read_lines(spark, [part]), StructType([StructField("product_id", LongType())]),
+                               wanted, spec, lambda df: df)
+    assertDataFrameEqual(found.select("product_id", OP, cmp.LINE), spark.createDataFrame(
+        [(2, "UPDATE", json.dumps(rows[1])), (3, "INSERT", json.dumps(rows[2]))], f"product_id long, {OP} string, {cmp.LINE} string"))
 
 
 def test_column_filters_apply_before_comparing(spark, tmp_path):

@@ -11,12 +11,14 @@ Two passes over the snapshot:
    key as the join runs, to find keyless rows and duplicate keys. Only keys and digests are
    shuffled. A line that is no JSON object is caught first, from the text.
 2. *Rows of the difference.* Only for the keys that differ are full rows fetched: the snapshot
-   line (the source's own JSON) for INSERT/UPDATE, the replica row for UPDATE/DELETE. The lines
-   are found by the key's text, cut out of each line without parsing it, then parsed and joined
-   exactly; should the text not find them all (an escaped key, a key name repeated in a nested
-   value), every line's key is parsed instead. The join strategy follows the size of the
-   difference, as the patent suggests: a small difference is broadcast to the tasks reading the
-   big sides (hash join, no shuffle of the table); a large one is joined by a shuffle join.
+   line (the source's own JSON) for INSERT/UPDATE, the replica row for UPDATE/DELETE. Each row of
+   pass 1 carries its line's place in the scan (``AT``: both passes read the same files in the
+   same splits, so the n-th row of a split is its n-th non-blank line), so the lines of the
+   difference are found without cutting a key out of every line; they are parsed and joined by
+   key, which checks that they are the rows pass 1 read. Should that not find them all, every
+   line's key is parsed instead. The join strategy follows the size of the difference, as the
+   patent suggests: a small difference is broadcast to the tasks reading the big sides (hash
+   join, no shuffle of the table); a large one is joined by a shuffle join.
 
 A key whose replica state (the AUTO CDC state table) was applied at a sequence later than the
 snapshot's is *superseded*: a change committed after the snapshot's position already decided
@@ -27,13 +29,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegralType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from cdc_lakehouse.cdc.apply import SEQ, state_table_name
 from cdc_lakehouse.cdc.snapshot import OP, diff_ops
@@ -43,7 +44,7 @@ from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.net_change import changed_columns
 from cdc_lakehouse.silver.typing import typed
 
-LINE, KEY, N, RN, D1, D2, TOKEN = "__line", "__key", "__n", "__rn", "__d1", "__d2", "__token"
+LINE, KEY, N, RN, D1, D2, AT = "__line", "__key", "__n", "__rn", "__d1", "__d2", "__at"
 BROADCAST_LIMIT = 2_000_000  # differing keys up to which the difference is broadcast
 
 
@@ -132,9 +133,14 @@ def _no_string() -> Column:
 def read_lines(spark, parts: list[Path]) -> DataFrame:
     """One row per non-blank line of the part files (``.gz`` decompressed by Spark)."""
     if not parts:
-        return spark.createDataFrame([], f"{LINE} string")
+        return spark.createDataFrame([], f"{LINE} string, {AT} long")
     text = spark.read.text([str(p) for p in parts])
-    return text.filter(F.trim("value") != "").select(F.col("value").alias(LINE))
+    return text.filter(F.trim("value") != "").select(F.col("value").alias(LINE), _place())
+
+
+def _place() -> Column:
+    """A row's place in its scan: split number and row within the split (``AT``)."""
+    return F.monotonically_increasing_id().alias(AT)
 
 
 def first_row_columns(parts: list[Path]) -> list[str]:
@@ -191,8 +197,9 @@ def typed_rows(lines: DataFrame, spec: TableSpec, schema: StructType) -> DataFra
 
 def read_rows(spark, parts: list[Path], spec: TableSpec, schema: StructType) -> DataFrame:
     """The snapshot as the replica would hold it, parsed by Spark's JSON reader. Its rows are
-    the lines' rows once ``non_object_lines`` found none (the reader would unpack an array)."""
-    parsed = spark.read.schema(schema).json([str(p) for p in parts])
+    the lines' rows once ``non_object_lines`` found none (the reader would unpack an array), each
+    with its line's place (``AT``, as ``read_lines`` numbers the lines)."""
+    parsed = spark.read.schema(schema).json([str(p) for p in parts]).select("*", _place())
     return apply_column_filters(parsed, spec.filters)
 
 
@@ -203,7 +210,7 @@ def non_object_lines(lines: DataFrame) -> tuple[int, int]:
 
 
 def compared_columns(typed: DataFrame, spec: TableSpec) -> list[str]:
-    return [c for c in typed.columns if c != LINE and c not in spec.keys]
+    return [c for c in typed.columns if c not in (LINE, AT) and c not in spec.keys]
 
 
 def with_digest(df: DataFrame, columns: list[str]) -> DataFrame:
@@ -259,10 +266,19 @@ def _first_of_duplicate(keys: list[str]) -> Column:
     return ~_keyless(keys) & (F.col(N) > 1) & (F.col(RN) == 1)
 
 
-def superseded_keys(ops: DataFrame, state: DataFrame | None, keys: list[str], sequence: Column, small: bool) -> DataFrame:
+def later_state(store, spec: TableSpec, position: int) -> DataFrame | None:
+    """The replica's AUTO CDC state, or None when it cannot hold a key applied after the
+    snapshot's ``position``: its files' statistics put every applied sequence before it, as
+    they always do for an "as of now" snapshot. Saves a pass over the state and over the
+    difference."""
+    if not store.exists(spec.state):
+        return None
+    latest = store.column_max(spec.state, f"{SEQ}.position")
+    return None if latest is None or latest < position else store.read(spec.state)
+
+
+def superseded_keys(ops: DataFrame, state: DataFrame, keys: list[str], sequence: Column, small: bool) -> DataFrame:
     """Keys of ``ops`` that AUTO CDC applied at a sequence after the snapshot's."""
-    if state is None:
-        return ops.limit(0).select(*keys)
     wanted = F.broadcast(ops.select(*keys)) if small else ops.select(*keys)
     return state.join(wanted, keys, "left_semi").filter(F.col(SEQ) > sequence).select(*keys)
 
@@ -271,13 +287,14 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
             sequence: Column, counts: Counts) -> DataFrame | None:
     """The ops (key columns + ``__snapshot_op``) of the keys to correct; None when the snapshot
     has keyless rows or duplicate keys (see ``counts``; its rows are counted before, from the
-    lines). The result is persisted: it is small (the difference) and read by several steps."""
+    lines). The result is persisted: it is small (the difference) and read by several steps.
+    ``state``: the AUTO CDC state rows that may be later than the snapshot (``later_state``)."""
     keys = list(spec.keys)
     columns = compared_columns(typed, spec)
-    counted = counted_by_key(with_digest(typed, columns).select(*keys, D1, D2), keys)
+    counted = counted_by_key(with_digest(typed, columns).select(*keys, D1, D2, AT), keys)
     # Keyless rows (no key: never matched, so always kept) and every row of a duplicated key are
     # kept in the result, so one pass over it counts them with the ops.
-    ops = diff_ops(counted, replica_digests(replica, columns, keys), keys, (N, RN), F.col(f"s.{N}") > 1).persist()
+    ops = diff_ops(counted, replica_digests(replica, columns, keys), keys, (N, RN, AT), F.col(f"s.{N}") > 1).persist()
     keyless = F.col(N).isNotNull() & _keyless(keys)  # N: a snapshot row (a DELETE has none)
     found = ops.groupBy(OP, keyless.alias("keyless"), _first_of_duplicate(keys).alias("first_dup")).count().collect()
     counts.keyless_rows = sum(r["count"] for r in found if r["keyless"])
@@ -287,6 +304,9 @@ def compare(typed: DataFrame, replica: DataFrame, state: DataFrame | None, spec:
             _record_examples(ops.filter(_first_of_duplicate(keys)), keys, counts)
         ops.unpersist()
         return None
+    if state is None:  # no key can have been applied after the snapshot: every difference is corrected
+        counts.ops = {op: sum(r["count"] for r in found if r[OP] == op) for op in {r[OP] for r in found}}
+        return ops.drop(N, RN)
     small = sum(r["count"] for r in found) <= BROADCAST_LIMIT
     late = superseded_keys(ops, state, keys, sequence, small).withColumn("__late", F.lit(True))
     marked = ops.join(F.broadcast(late) if small else late, keys, "left").persist()
@@ -343,42 +363,22 @@ def difference_rows(lines: DataFrame, schema: StructType, replica: DataFrame, op
 
 
 def snapshot_lines(lines: DataFrame, schema: StructType, wanted: DataFrame, spec: TableSpec, pick) -> DataFrame:
-    """(keys, op, line) of the lines whose keys are ``wanted`` (keys, op), persisted. Lines whose
-    key text matches are parsed; if that finds fewer lines than keys, every line's key is."""
+    """(keys, op, line) of the lines of ``wanted`` (keys, op, AT), persisted. The lines at the
+    wanted places are parsed and joined by key; if that finds fewer lines than keys, every
+    line's key is."""
     keys = list(spec.keys)
     key_schema = StructType([f for f in schema.fields if f.name in spec.source_keys])
-    in_line = key_text_in_line(key_schema, spec.source_keys)
-    if in_line is not None:
-        tokens = wanted.select(_key_text(keys).alias(TOKEN))
-        # Cached, so that the join's "key is not null" is not pushed below the lookup, which
-        # would parse every line after all.
-        candidates = lines.withColumn(TOKEN, in_line).join(pick(tokens), TOKEN, "left_semi").select(LINE).persist()
-        found = typed_rows(candidates, spec, key_schema).join(pick(wanted), keys).persist()
-        complete = found.count() == wanted.count()
-        candidates.unpersist()
-        if complete:
-            return found
-        found.unpersist()
-    return typed_rows(lines, spec, key_schema).join(pick(wanted), keys).persist()
-
-
-def key_text_in_line(key_schema: StructType, source_keys: list[str]) -> Column | None:
-    """The key's values as the line spells them, in key order, cut out without parsing the line
-    ("" when not found); None for key types whose text is not their cast to string."""
-    found = []
-    for key in source_keys:
-        name, data_type = re.escape(json.dumps(key)), key_schema[key].dataType
-        if isinstance(data_type, IntegralType):
-            found.append(F.regexp_extract(LINE, name + r'\s*:\s*(-?\d+)', 1))
-        elif isinstance(data_type, StringType):
-            found.append(F.regexp_extract(LINE, name + r'\s*:\s*"([^"\\]*)"', 1))
-        else:
-            return None
-    return F.concat_ws("\u0000", *found)
-
-
-def _key_text(keys: list[str]) -> Column:
-    return F.concat_ws("\u0000", *[F.col(k).cast("string") for k in keys])
+    by_key = pick(wanted.drop(AT))
+    # Cached, so that the join's "key is not null" is not pushed below the lookup, which would
+    # parse every line after all.
+    candidates = lines.join(pick(wanted.select(AT)), AT, "left_semi").select(LINE).persist()
+    found = typed_rows(candidates, spec, key_schema).join(by_key, keys).persist()
+    complete = found.count() == wanted.count()
+    candidates.unpersist()
+    if complete:
+        return found
+    found.unpersist()
+    return typed_rows(lines, spec, key_schema).join(by_key, keys).persist()
 
 
 def _with_columns(df: DataFrame, columns: list[str]) -> DataFrame:

@@ -156,7 +156,7 @@ def corrective_changes(spark, store, spec: cmp.TableSpec, capture, folder: Snaps
     lines = cmp.read_lines(spark, parts)
     if store.exists(spec.replica):
         replica = store.read(spec.replica)
-        state = store.read(spec.state) if store.exists(spec.state) else None
+        state = cmp.later_state(store, spec, sequence.position)
         schema = cmp.parse_schema(replica, spec, cmp.first_row_columns(parts))
         counts.snapshot_rows, counts.keyless_rows = cmp.non_object_lines(lines)
         ops = None if counts.keyless_rows else cmp.compare(
