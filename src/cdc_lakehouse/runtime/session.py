@@ -28,7 +28,9 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         # a larger collect can exhaust the driver heap and hang rather than fail.
         .config("spark.driver.maxResultSize", "512m")
         # Passed to the driver JVM at launch (PySpark hands the builder's settings to spark-submit).
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
+        # The throughput collector: batch jobs on two cores gain from it what G1 spends on short
+        # pauses (the 10M snapshot benchmark's incremental step: 53.5 s against 58.9 s, mean of 4).
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()} -XX:+UseParallelGC")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
