@@ -24,10 +24,10 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", os.environ.get("CDC_LAKEHOUSE_DRIVER_MEMORY", "4g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # A pipeline update runs the same few hundred query shapes each time; with Spark's default
-        # of 100 cached generated classes it compiled about 300 again per update, each then
-        # JIT-compiled from scratch (the 10M snapshot benchmark's later incremental steps:
-        # 37.0 s against 40.5 s, mean of two each).
+        # Each pipeline update runs the same few hundred query shapes; with Spark's default of 100
+        # cached generated classes, a process that runs several updates (tests, benchmarks, a
+        # long-lived runner) compiled about 300 again per update, each then JIT-compiled from
+        # scratch (the 10M snapshot benchmark's repeated step: 37.0 s against 40.5 s).
         .config("spark.sql.codegen.cache.maxEntries", "2000")
         # Past this a batch is staged in files instead of collected (storage/arrow_handoff.py):
         # a larger collect can exhaust the driver heap and hang rather than fail.
