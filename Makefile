@@ -38,6 +38,7 @@ browser:
 	bash .ci/browser
 
 test: install services browser
+	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q
 
 clean:

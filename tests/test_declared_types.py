@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import OnboardingError, load_onboarding

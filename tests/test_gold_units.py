@@ -8,7 +8,6 @@ from datetime import datetime
 
 import pytest
 import yaml
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import load_onboarding, parse_onboarding

@@ -546,8 +546,8 @@ def test_follow_prints_the_update_until_it_completes(workspace, w):
     again, output_again = follow(w, pipeline_id, update_id)
     event_lines = re.compile(r"^\d\d:\d\d:\d\d ", re.MULTILINE)
     assert again.events == len(mine)
-    assert [l for l in output_again.splitlines() if event_lines.match(l)] == [
-        l for l in output.splitlines() if event_lines.match(l)]
+    assert [line for line in output_again.splitlines() if event_lines.match(line)] == [
+        line for line in output.splitlines() if event_lines.match(line)]
     event_calls = workspace.calls("GET", rf"/api/2.0/pipelines/{pipeline_id}/events")
     assert any("page_token" in c["query"] for c in event_calls)
     assert all(set(c["query"]) <= {"page_token", "max_results"} for c in event_calls if "page_token" in c["query"])

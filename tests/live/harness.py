@@ -116,9 +116,9 @@ def live_run(pg, maria, landing: Path, seed: int = 1, n_txns: int = 60,
         wl.setup_schema(conn, dialect, schema)
         conn.close()
         install_capture(server, dialect, schema, markers=dialect == "mariadb")
-        mid = (lambda s=server, d=dialect: capture_all(s if d == "postgres" else None,
-                                                      s if d == "mariadb" else None,
-                                                      run.landing, schema))
+        def mid(s=server, d=dialect):
+            return capture_all(s if d == "postgres" else None, s if d == "mariadb" else None, run.landing, schema)
+
         results[dialect] = run_workload(server, dialect, schema, seed, n_txns, on_step=mid)
     run.sources = capture_all(pg, maria, run.landing, schema)
     for name, src in run.sources.items():

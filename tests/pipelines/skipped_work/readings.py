@@ -2,7 +2,6 @@
 # appends its name to calls.txt in the folder `test.calls` whenever the runtime plans its query
 # (a folder: the content of a file named by the configuration is part of every definition).
 import dlt
-from pyspark.sql import functions as F
 
 LANDING = spark.conf.get("test.landing")
 CALLS = spark.conf.get("test.calls")
