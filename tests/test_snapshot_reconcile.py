@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.cli import build_parser, main
 from cdc_lakehouse.cdc.snapshot import OP
+from cdc_lakehouse.cli import build_parser, main
 from cdc_lakehouse.config import load_onboarding
 from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import read_corrections
