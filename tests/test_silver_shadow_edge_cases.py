@@ -4,7 +4,9 @@
   onboarded table (the file path is a URI, and the capture %-escapes names);
 * a row that changed key twice (1 -> 2 -> 3) and is then partially updated in a later run is
   rebuilt from its whole history, not from the last key only;
-* a transaction of a user without a role keeps a NULL role (``unknown`` is for "no one knows").
+* a transaction of a user without a role keeps a NULL role (``unknown`` is for "no one knows");
+* without ``op_seq``, operations at the same ``op_ts`` combine in log order, and two of them that
+  differ only in their values are two operations, also when their file is delivered again.
 """
 
 from __future__ import annotations
@@ -51,13 +53,31 @@ def _op(n: int, op: str, key: dict, old: dict | None = None, values: dict | None
             "old_key": old, "values": values}
 
 
+def _untimed(op: str, key: dict, at: str, values: dict | None = None) -> dict:
+    """An operation of transaction 5 without op_seq, at ``at`` past 09:00:05."""
+    return {"txn_id": "5", "op_ts": f"2026-03-02T09:00:05.{at}Z", "op_seq": None, "op": op, "key": key,
+            "old_key": None, "values": values}
+
+
+# Row 1 is inserted and deleted at the same time (nothing, in log order); row 2 gets two updates
+# at the same time that differ only in their values.
+SAME_TIME = [
+    _untimed("I", {"id": 1}, "100000", {"id": 1, "a": "x", "b": "x"}),
+    _untimed("D", {"id": 1}, "100000"),
+    _untimed("I", {"id": 2}, "000001", {"id": 2, "a": "x", "b": "x"}),
+    _untimed("U", {"id": 2}, "100000", {"a": "y"}),
+    _untimed("U", {"id": 2}, "100000", {"b": "z"}),
+]
+
+
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("shadow_edges")
     landing, lake = root / "landing", root / "lake"
-    (root / "onboarding.yml").write_text(yaml.safe_dump([_flow(1, "t", "t"), _flow(2, ODD, "odd_t")]))
+    (root / "onboarding.yml").write_text(yaml.safe_dump([_flow(1, "t", "t"), _flow(2, ODD, "odd_t"), _flow(3, "n", "n")]))
     shadow = landing / SOURCE / "shadow"
-    _write(shadow / "_transactions" / "t1.jsonl", [_txn(1), _txn(2), _txn(3, role=None)])
+    _write(shadow / "_transactions" / "t1.jsonl", [_txn(1), _txn(2), _txn(3, role=None), _txn(5)])
+    _write(shadow / table_folder("app", "n") / "c1.jsonl", SAME_TIME)
     _write(shadow / table_folder("app", "t") / "c1.jsonl", [
         _op(1, "I", {"id": 1}, None, {"id": 1, "a": "x", "b": "b0"}),
         _op(2, "U", {"id": 2}, {"id": 1}, {"id": 2}),
@@ -67,6 +87,7 @@ def lake(spark, tmp_path_factory) -> Path:
     run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
     _write(shadow / "_transactions" / "t2.jsonl", [_txn(4)])
     _write(shadow / table_folder("app", "t") / "c2.jsonl", [_op(4, "U", {"id": 3}, None, {"b": "y"})])
+    _write(shadow / table_folder("app", "n") / "c1-again.jsonl", SAME_TIME)
     run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
     return lake
 
@@ -84,5 +105,13 @@ def test_a_row_is_rebuilt_along_its_whole_chain_of_key_changes(spark, lake):
 def test_a_user_without_a_role_keeps_a_null_role(spark, lake):
     txns = DeltaRsStore(spark, lake).read("silver.src_transactions").select("txn_id", "user", "role")
     expected = spark.createDataFrame([("1", "u1", "writer"), ("2", "u2", "writer"), ("3", "u3", None),
-                                      ("4", "u4", "writer")], "txn_id string, user string, role string")
+                                      ("4", "u4", "writer"), ("5", "u5", "writer")], "txn_id string, user string, role string")
     assertDataFrameEqual(txns, expected)
+
+
+def test_operations_at_the_same_time_combine_in_log_order(spark, lake):
+    store = DeltaRsStore(spark, lake)
+    replica = store.read("silver.src_n").select("id", "a", "b")
+    assertDataFrameEqual(replica, spark.createDataFrame([(2, "y", "z")], "id long, a string, b string"))
+    net = store.read("silver.src_changes").filter("`table` = 'n' AND op <> 'NONE'").select("key", "op", "op_count")
+    assertDataFrameEqual(net.distinct(), spark.createDataFrame([('{"id":"2"}', "INSERT", 3)], "key string, op string, op_count long"))

@@ -21,6 +21,7 @@ from cdc_lakehouse.silver import arrivals, keys, net_change
 KEY_CHANGE_ROUNDS = 4  # longest chain of key changes on one row that is rebuilt exactly
 ROW_MAP = "map<string,string>"
 TXN_COLUMNS = ["_source", "txn_id", "commit_ts", "user", "role"]
+CHANGE_CONTENT = ["_source", "txn_id", "schema", "table", "op_ts", "op_seq", "op", "key", "old_key", "values"]
 
 _MERGE = (
     "map_concat(transform_values(coalesce({a}, cast(map() as {t})), (k, v) -> IF(map_contains_key({b}, k), {b}[k], v)),"
@@ -52,8 +53,11 @@ def latest_transactions(txns: DataFrame) -> DataFrame:
 
 
 def distinct_changes(changes: DataFrame) -> DataFrame:
-    """A re-delivered file repeats change rows; one per (txn, table, op_seq/op_ts, key) is kept."""
-    return changes.dropDuplicates(["txn_id", "schema", "table", "op_seq", "op_ts", "key", "op"])
+    """A re-delivered file repeats change rows: one row per content is kept, at its first place
+    in the log (file, line). Rows that differ in anything, values included, are all kept: two
+    updates of one row at the same time are two operations."""
+    first = F.min(F.struct("_source_file", "_line")).alias("__first")
+    return changes.groupBy(*CHANGE_CONTENT).agg(first).select(*CHANGE_CONTENT, "__first.*")
 
 
 def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
@@ -63,8 +67,10 @@ def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
         "_source", *TXN_COLUMNS[1:], "schema", "table", "op",
         keys.from_json_object(F.col("key")).alias("key"),
         F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key"))).alias("old_key"),
+        # Operation order inside a transaction: op_seq, else op_ts, else log order (CONTRACT §3).
         F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"),
-                 F.col("op_seq"), F.col("op_ts")).alias("ord"),
+                 F.col("op_seq"), F.col("op_ts"), F.col("_source_file").alias("file"),
+                 F.col("_line").alias("line")).alias("ord"),
         # Column -> value as JSON text (so 1 and "1" stay apart), numbers as written, in the
         # order the source wrote them.
         exact_members(F.col("values")).alias("vals"),
