@@ -82,10 +82,13 @@ def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     s = sessions.dropDuplicates(["server_id", "thread_id", "connected_at", "user", "role"]).select(
         "server_id", "thread_id", "connected_at", F.col("user").alias("s_user"), F.col("role").alias("s_role")
     )
+    # The begin's time is whole seconds: the transaction began before the end of that second,
+    # and a thread id is not reused while the server runs, so a session of that thread that
+    # connected within the second connected before the begin.
     joined = txns.join(
         s,
         (txns.server_id == s.server_id) & (txns.thread_id == s.thread_id)
-        & (s.connected_at <= F.timestamp_seconds(txns.begin_ts)),
+        & (s.connected_at < F.timestamp_seconds(txns.begin_ts + 1)),
         "left",
     ).drop(s.server_id, s.thread_id)
     latest = Window.partitionBy("server_id", "begin_lsn").orderBy(F.col("connected_at").desc_nulls_last())
