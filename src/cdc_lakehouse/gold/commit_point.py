@@ -19,6 +19,19 @@ POINT = "__commit_point"
 POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"
 
 
+HELD = ("open", "unterminated")
+
+
+def before_held(changes: DataFrame, transactions: DataFrame) -> DataFrame:
+    """The changes sequenced before the begin of the source's first held transaction. A held
+    transaction commits after its begin, and a transaction committed after that begin may come
+    after it in commit order (in the binlog it does: a transaction's events are written at its
+    commit, all together), so gold waits for it rather than show a state the source never had."""
+    first = transactions.filter(F.col("status").isin(*HELD)).agg(F.min("begin_position").alias("__held_from"))
+    before = F.col("__held_from").isNull() | (F.col("sequence.position") < F.col("__held_from"))
+    return changes.crossJoin(first).filter(before).drop("__held_from")
+
+
 def source_watermark(source: str, changes: DataFrame, gold_tables: list[str]) -> DataFrame:
     """One row: the last sequence in ``changes`` (all of them, as read) and what it covers."""
     applied = F.when(F.col("op") != "NONE", F.struct("txn_id", "schema", "table", "key"))
@@ -40,13 +53,20 @@ def replication_watermark(read, settings) -> DataFrame:
     (``dlt.read`` in the pipeline)."""
     parts = [
         source_watermark(
-            source, read(inputs.changes_table(settings, source)),
+            source, _coherent_changes(read, settings, source),
             [inputs.gold_name(settings, f.gold_table) for f in inputs.flows_of(settings, source)],
         )
         for source in inputs.sources(settings)
     ]
     replicas = [name for source in inputs.sources(settings) for name in inputs.silver_replicas(settings, source)]
     return after(inputs.union_all(parts), [df for _, df in inputs.existing(read, replicas)])
+
+
+def _coherent_changes(read, settings, source: str) -> DataFrame:
+    changes = read(inputs.changes_table(settings, source))
+    for _, transactions in inputs.existing(read, [inputs.transactions_table(settings, source)]):
+        changes = before_held(changes, transactions)
+    return changes
 
 
 def after(df: DataFrame, gates: list[DataFrame]) -> DataFrame:

@@ -17,8 +17,7 @@ from cdc_lakehouse.bronze import landing
 from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
-
-HELD = ("open", "unterminated")
+from cdc_lakehouse.gold.commit_point import HELD
 NO_TABLE = "(none)"
 
 
