@@ -169,3 +169,32 @@ def test_rollback_and_savepoint_are_never_recorded(dialect, tmp_path):
     export_once(dialect.server.dsn, tmp_path, "s")
     _, changes = _landed(tmp_path / "s", table)
     assert [(r["op"], r["values"]) for r in changes] == [("I", {"id": 2, "v": "kept"})]
+
+
+def test_a_transaction_larger_than_a_batch_gets_its_row_with_its_last_part(dialect, tmp_path):
+    """Its change rows land over three batches; its transaction row only with the last, so a
+    pipeline update between two batches holds the first parts instead of applying a part."""
+    table = dialect.create(fixtures.unique_schema("split"))
+    src = f"{dialect.q(table.schema)}.items"
+    conn = dialect.session()
+    dialect.run(conn, "BEGIN", *[f"INSERT INTO {src} VALUES ({i}, 'v')" for i in range(1, 6)], "COMMIT")
+    conn.close()
+    ShadowExporter(dialect.reader(), tmp_path, "s", batch_rows=2).run()
+    shadow = tmp_path / "s" / "shadow"
+    changes = sorted((shadow / f"{table.schema}.{table.table}").glob("*.jsonl"))
+    (txn,) = {r["txn_id"] for p in changes for r in read_jsonl(p)}
+    # Other tests' transactions are in the same transaction table: only this one's files count.
+    txns = [p for p in sorted((shadow / "_transactions").glob("*.jsonl")) if txn in {r["txn_id"] for r in read_jsonl(p)}]
+    batch_of = lambda path: path.name.split("-", 1)[1]  # noqa: E731 - <utc>-<batch number>.jsonl
+    assert len(changes) == 3 and [batch_of(p) for p in txns] == [batch_of(changes[-1])]
+
+
+def test_a_batch_publishes_its_transaction_rows_after_its_change_rows(dialect, tmp_path):
+    table = dialect.create(fixtures.unique_schema("order"))
+    conn = dialect.session()
+    dialect.run(conn, f"INSERT INTO {dialect.q(table.schema)}.items VALUES (1, 'v')")
+    conn.close()
+    exporter, reader = ShadowExporter(dialect.reader(), tmp_path, "s"), dialect.reader()
+    exporter.journal(reader.read(exporter.batch_rows))
+    finals = [Path(final).parent.name for _, final in json.loads(exporter.state_path.read_text())["pending"]["files"]]
+    assert f"{table.schema}.{table.table}" in finals and finals.index("_transactions") == len(finals) - 1

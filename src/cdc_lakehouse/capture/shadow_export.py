@@ -91,16 +91,18 @@ class ShadowExporter:
         return [f for _, f in files]
 
     def _write_temps(self, batch: Batch, name: str) -> list[tuple[Path, Path]]:
+        """The files in the order they are published: the transaction rows last, so a pipeline
+        update between two renames holds change rows rather than see a transaction without them."""
         out = []
-        if batch.txns:
-            folder = self.shadow_root / TXN_FOLDER
-            out.append((write_temp(folder, [to_json(r) for r in batch.txns]),
-                        folder / f"txns-{name}.jsonl"))
         for table, rows in sorted(batch.changes.items(), key=lambda kv: kv[0].qualified):
             if rows:
                 folder = self.shadow_root / table_folder(table.schema, table.table)
                 out.append((write_temp(folder, [to_json(r) for r in rows]),
                             folder / f"changes-{name}.jsonl"))
+        if batch.txns:
+            folder = self.shadow_root / TXN_FOLDER
+            out.append((write_temp(folder, [to_json(r) for r in batch.txns]),
+                        folder / f"txns-{name}.jsonl"))
         return out
 
     def finish(self, result: ExportResult) -> None:

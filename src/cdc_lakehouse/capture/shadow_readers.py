@@ -33,6 +33,13 @@ class Batch:
     def empty(self) -> bool:
         return not self.txns and not any(self.changes.values())
 
+    def defer(self, unfinished: set[str]) -> None:
+        """Leave out the rows of transactions with change rows beyond this batch. Each is written
+        with its last part, so the lakehouse holds the earlier parts (CONTRACT §2.4) rather than
+        apply a transaction before all of it has landed."""
+        self.txns = [r for r in self.txns if r["txn_id"] not in unfinished]
+        self.txn_ids = [t for t in self.txn_ids if t not in unfinished]
+
 
 def _json(text: str | None):
     return None if text is None else json.loads(text, parse_float=Decimal)
@@ -92,15 +99,24 @@ class PostgresShadowReader:
                 batch.full = len(txns) >= limit
                 cur.execute(f"SELECT source_schema, source_table, shadow_table "
                             f"FROM {pg_ident(CAPTURE_SCHEMA)}._tables ORDER BY 1, 2")
+                unfinished = set()
                 for schema, name, shadow in cur.fetchall():
+                    table = sql.SQL("{}.{}").format(sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow))
+                    skip = _pg_multirange(skip_ids.get(shadow, []))
                     cur.execute(sql.SQL(
                         'SELECT id, txn_id::text, op_ts, op_seq, op, key::text, old_key::text, '
-                        '"values"::text FROM {}.{} WHERE NOT (id <@ %s::int8multirange) '
-                        'ORDER BY id LIMIT %s').format(sql.Identifier(CAPTURE_SCHEMA), sql.Identifier(shadow)),
-                        (_pg_multirange(skip_ids.get(shadow, [])), limit))
-                    _collect(batch, TableName(schema, name), shadow, cur.fetchall(), limit)
+                        '"values"::text FROM {} WHERE NOT (id <@ %s::int8multirange) '
+                        'ORDER BY id LIMIT %s').format(table), (skip, limit))
+                    rows = cur.fetchall()
+                    _collect(batch, TableName(schema, name), shadow, rows, limit)
+                    if len(rows) >= limit:
+                        cur.execute(sql.SQL(
+                            "SELECT DISTINCT txn_id::text FROM {} WHERE id > %s AND NOT (id <@ %s::int8multirange)"
+                        ).format(table), (rows[-1][0], skip))
+                        unfinished.update(r[0] for r in cur.fetchall())
             finally:
                 cur.execute("COMMIT")
+        batch.defer(unfinished)
         return batch
 
     def purge(self, txn_ids: list[str], change_ids: dict[str, list[int]]) -> None:
@@ -143,6 +159,7 @@ class MariaDBShadowReader:
             try:
                 cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
                             f"ORDER BY 1, 2")
+                unfinished = set()
                 for schema, name, shadow in cur.fetchall():
                     where, params = _my_skip(skip_ids.get(shadow, []))
                     cur.execute(f"SELECT id, txn_id, op_ts, op_seq, op, `key`, old_key, `values`, "
@@ -152,12 +169,17 @@ class MariaDBShadowReader:
                     _collect(batch, TableName(schema, name), shadow, [r[:8] for r in rows], limit)
                     for r in rows:
                         _note_first(firsts, r)
+                    if len(rows) >= limit:
+                        cur.execute(f"SELECT DISTINCT txn_id FROM {s}.{my_ident(shadow)} "
+                                    f"{where or 'WHERE TRUE '}AND id > %s", (*params, rows[-1][0]))
+                        unfinished.update(str(r[0]) for r in cur.fetchall())
                 commits = self._commit_times(cur, list(firsts))
             finally:
                 cur.execute("COMMIT")
         for txn, (_, user, client, last_op) in sorted(firsts.items()):
             batch.txns.append(_txn_row(txn, commits.get(txn, last_op), user,
                                        self.role_of(user, client), client, None))
+        batch.defer(unfinished)
         return batch
 
     @staticmethod
