@@ -99,3 +99,17 @@ def test_out_of_order_batches_give_the_same_tables(spark, tmp_path):
     a, b = DeltaRsStore(spark, in_order_lake), DeltaRsStore(spark, reversed_lake)
     for table in ("default.target_scd1", "default.target_scd2", "default.target_scd2_partial"):
         assertDataFrameEqual(b.read(table), a.read(table))
+
+
+def test_a_late_change_to_an_untracked_column_does_not_undo_a_newer_one(spark, tmp_path):
+    """The partial history leaves city untracked: city changes in place at 3, then the change at
+    2 arrives. The current version keeps the city of 3, as the SCD1 target does."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.jsonl", _rows([(1, "Ana", "X", "INSERT", 1), (1, "Ana", "Z", "UPDATE", 3)]))
+    _run(spark, landing, lake)
+    write_jsonl(landing / "2.jsonl", _rows([(1, "Ana", "Y", "UPDATE", 2)]))
+    _run(spark, landing, lake)
+    store = DeltaRsStore(spark, lake)
+    expected = spark.createDataFrame([(1, "Ana", "Z", 1, None)], "userId int, name string, city string, __START_AT int, __END_AT int")
+    assertDataFrameEqual(store.read("default.target_scd2_partial"), expected)
+    assertDataFrameEqual(store.read("default.target_scd1"), expected.select("userId", "name", "city"))

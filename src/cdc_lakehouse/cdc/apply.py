@@ -311,6 +311,8 @@ def _all_events(events, existing, state, keys, data) -> DataFrame:
         closing = existing.filter(F.col(END_AT).isNotNull()).join(starts, [*keys, END_AT], "left_anti")
         deletes = closing.select(*data, F.col(END_AT).alias(SEQ), F.lit(True).alias(DELETE))
         parts += [upserts.withColumn("__stored", F.lit(1)), deletes.withColumn("__stored", F.lit(1))]
+        if state is not None:
+            parts.append(_open_version_as_applied(existing, state, keys, data).withColumn("__stored", F.lit(1)))
     if state is not None:
         tombstones = state.filter(F.col(DELETED))
         parts.append(
@@ -321,6 +323,17 @@ def _all_events(events, existing, state, keys, data) -> DataFrame:
         union = union.unionByName(part, allowMissingColumns=True)
     preferred = Window.partitionBy(*keys, SEQ).orderBy(F.col("__stored").desc())
     return union.withColumn("__r", F.row_number().over(preferred)).filter("__r = 1").drop("__r", "__stored")
+
+
+def _open_version_as_applied(existing: DataFrame, state: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
+    """Each open version once more at its key's last applied sequence. Its values are that
+    change's (an untracked change updates the version in place), so a late change older than it
+    to untracked columns must not replace them. A closed version's last in-place change is not
+    kept anywhere: there a late older one still wins."""
+    applied = state.filter(~F.col(DELETED)).select(*keys, F.col(SEQ).alias("__applied"))
+    open_versions = existing.filter(F.col(END_AT).isNull()).join(applied, keys)
+    return open_versions.filter(F.col("__applied") > F.col(START_AT)).select(
+        *data, F.col("__applied").alias(SEQ), F.lit(False).alias(DELETE))
 
 
 def build_history(events: DataFrame, keys: list[str], data: list[str], tracked: list[str]) -> DataFrame:
