@@ -67,6 +67,11 @@ SAME_TIME = [
     _untimed("I", {"id": 2}, "000001", {"id": 2, "a": "x", "b": "x"}),
     _untimed("U", {"id": 2}, "100000", {"a": "y"}),
     _untimed("U", {"id": 2}, "100000", {"b": "z"}),
+    # Row 3: x, then y, then x again at one time: three updates, the last one wins.
+    _untimed("I", {"id": 3}, "000001", {"id": 3, "a": "a0", "b": "b"}),
+    _untimed("U", {"id": 3}, "100000", {"a": "x"}),
+    _untimed("U", {"id": 3}, "100000", {"a": "y"}),
+    _untimed("U", {"id": 3}, "100000", {"a": "x"}),
 ]
 
 
@@ -112,6 +117,7 @@ def test_a_user_without_a_role_keeps_a_null_role(spark, lake):
 def test_operations_at_the_same_time_combine_in_log_order(spark, lake):
     store = DeltaRsStore(spark, lake)
     replica = store.read("silver.src_n").select("id", "a", "b")
-    assertDataFrameEqual(replica, spark.createDataFrame([(2, "y", "z")], "id long, a string, b string"))
+    assertDataFrameEqual(replica, spark.createDataFrame([(2, "y", "z"), (3, "x", "b")], "id long, a string, b string"))
     net = store.read("silver.src_changes").filter("`table` = 'n' AND op <> 'NONE'").select("key", "op", "op_count")
-    assertDataFrameEqual(net.distinct(), spark.createDataFrame([('{"id":"2"}', "INSERT", 3)], "key string, op string, op_count long"))
+    expected = spark.createDataFrame([('{"id":"2"}', "INSERT", 3), ('{"id":"3"}', "INSERT", 4)], "key string, op string, op_count long")
+    assertDataFrameEqual(net.distinct(), expected)

@@ -53,11 +53,14 @@ def latest_transactions(txns: DataFrame) -> DataFrame:
 
 
 def distinct_changes(changes: DataFrame) -> DataFrame:
-    """A re-delivered file repeats change rows: one row per content is kept, at its first place
-    in the log (file, line). Rows that differ in anything, values included, are all kept: two
-    updates of one row at the same time are two operations."""
+    """A re-delivered file repeats change rows: the n-th row of one content in a file is the
+    same operation as the n-th in a copy of that file, and one is kept, at its first place in
+    the log (file, line). Rows that differ in anything, values included, are all kept, and so
+    are repeats of one content inside one file (x=1, x=2, x=1 at one time are three updates)."""
+    nth_in_file = Window.partitionBy(*CHANGE_CONTENT, "_source_file").orderBy("_line")
+    numbered = changes.withColumn("__nth", F.dense_rank().over(nth_in_file))
     first = F.min(F.struct("_source_file", "_line")).alias("__first")
-    return changes.groupBy(*CHANGE_CONTENT).agg(first).select(*CHANGE_CONTENT, "__first.*")
+    return numbered.groupBy(*CHANGE_CONTENT, "__nth").agg(first).select(*CHANGE_CONTENT, "__first.*")
 
 
 def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
