@@ -109,10 +109,11 @@ class PostgresShadowReader:
                         'ORDER BY id LIMIT %s').format(table), (skip, limit))
                     rows = cur.fetchall()
                     _collect(batch, TableName(schema, name), shadow, rows, limit)
-                    if len(rows) >= limit:
+                    if len(rows) >= limit:  # only the batch's own transactions can be deferred
                         cur.execute(sql.SQL(
-                            "SELECT DISTINCT txn_id::text FROM {} WHERE id > %s AND NOT (id <@ %s::int8multirange)"
-                        ).format(table), (rows[-1][0], skip))
+                            "SELECT DISTINCT txn_id::text FROM {} WHERE id > %s AND NOT (id <@ %s::int8multirange) "
+                            "AND txn_id = ANY(%s::text[]::xid8[])"
+                        ).format(table), (rows[-1][0], skip, batch.txn_ids))
                         unfinished.update(r[0] for r in cur.fetchall())
             finally:
                 cur.execute("COMMIT")
@@ -159,7 +160,7 @@ class MariaDBShadowReader:
             try:
                 cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
                             f"ORDER BY 1, 2")
-                unfinished = set()
+                cut = []  # (shadow table, skip clause, its parameters, last id read)
                 for schema, name, shadow in cur.fetchall():
                     where, params = _my_skip(skip_ids.get(shadow, []))
                     cur.execute(f"SELECT id, txn_id, op_ts, op_seq, op, `key`, old_key, `values`, "
@@ -170,9 +171,14 @@ class MariaDBShadowReader:
                     for r in rows:
                         _note_first(firsts, r)
                     if len(rows) >= limit:
-                        cur.execute(f"SELECT DISTINCT txn_id FROM {s}.{my_ident(shadow)} "
-                                    f"{where or 'WHERE TRUE '}AND id > %s", (*params, rows[-1][0]))
-                        unfinished.update(str(r[0]) for r in cur.fetchall())
+                        cut.append((shadow, where, params, rows[-1][0]))
+                # Once every table is read: only the batch's own transactions can be deferred.
+                unfinished = set()
+                for shadow, where, params, last in cut:
+                    cur.execute(f"SELECT DISTINCT txn_id FROM {s}.{my_ident(shadow)} "
+                                f"{where or 'WHERE TRUE '}AND id > %s AND txn_id IN %s",
+                                (*params, last, list(firsts)))
+                    unfinished.update(str(r[0]) for r in cur.fetchall())
                 commits = self._commit_times(cur, list(firsts))
             finally:
                 cur.execute("COMMIT")

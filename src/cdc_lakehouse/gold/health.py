@@ -18,6 +18,7 @@ from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOL
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD
+
 NO_TABLE = "(none)"
 
 
