@@ -14,6 +14,7 @@ from pathlib import Path
 
 
 REFRESH = "refresh.json"
+CONFIRMED = "confirmed.json"  # a definition under which the last plan's sources had nothing new
 SEEN = "files_seen.json"  # the files planned by a flow's batches up to one, per file source
 COMPACT_EVERY = 10
 
@@ -47,6 +48,16 @@ class FlowCheckpoint:
 
     def write_refresh(self, record: dict) -> None:
         _write_json(self.dir / REFRESH, record)
+
+    def confirmed(self) -> dict:
+        """The definition a later update ran the flow under, finding nothing new after batch
+        ``after_batch``: its next update may skip the flow as if that batch had been planned
+        under it."""
+        return _read_json(self.dir / CONFIRMED)
+
+    def write_confirmed(self, after_batch: int, definition: str, sources: dict) -> None:
+        record = {"after_batch": after_batch, "definition": definition, "sources": sources}
+        _write_json(self.dir / CONFIRMED, record)
 
     def files_seen(self, before_batch: int) -> dict[str, set[str]]:
         """Every file each file source has planned in batches before ``before_batch``: the

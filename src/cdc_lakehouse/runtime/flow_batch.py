@@ -27,6 +27,7 @@ class FlowBatch:
         self.replay = False
         self.planned: dict = {}
         self.previous: dict = {}
+        self.previous_id: int | None = None
         self.offsets: dict = {}
         self.streaming = False
         self.new_input = False
@@ -62,7 +63,8 @@ class FlowBatch:
         else:
             self.id = max(committed, -1 if last is None else last) + 1
         earlier = [b for b in batches if b < self.id]
-        self.previous = self.checkpoint.offsets(earlier[-1]) if earlier else {}
+        self.previous_id = earlier[-1] if earlier else None
+        self.previous = self.checkpoint.offsets(self.previous_id)
         return self.id
 
     def commit(self) -> Commit:
@@ -88,10 +90,29 @@ class FlowBatch:
         """Whether every source the last batch read has nothing new, and the flow is defined as
         it was then (a changed definition may read other sources). Then the flow has nothing to
         do, and it is known before the flow plans its query, which costs more than the check."""
-        sources = {k: v for k, v in self.previous.items() if k != DEFINITION}
-        if self.replay or not sources or self.previous.get(DEFINITION) != self.definition:
+        sources = self._sources_under_this_definition()
+        if self.replay or not sources:
             return False
         return all(self._source_quiet(source, offset) for source, offset in sources.items())
+
+    def _sources_under_this_definition(self) -> dict:
+        """The sources, with their offsets, that the flow last read as it is defined now: those
+        of the last batch, or those of a later update that found nothing new in them."""
+        if self.previous.get(DEFINITION) == self.definition:
+            return {k: v for k, v in self.previous.items() if k != DEFINITION}
+        confirmed = self.checkpoint.confirmed()
+        if confirmed.get("after_batch") == self.previous_id and confirmed.get("definition") == self.definition:
+            return confirmed["sources"]
+        return {}
+
+    def confirm_definition(self) -> None:
+        """This batch read every source (its query was built) under a new definition and found
+        nothing new: recorded with what it read, so that the next update skips the flow without
+        planning it again (a code change must not make every quiet update plan every flow until
+        new input lands)."""
+        if self.streaming and not self.new_input and not self.replay and self.previous_id is not None:
+            if self.previous.get(DEFINITION) != self.definition:
+                self.checkpoint.write_confirmed(self.previous_id, self.definition, self.offsets)
 
     def _source_quiet(self, source: str, offset: dict) -> bool:
         kind, _, name = source.partition(":")

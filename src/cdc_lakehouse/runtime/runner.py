@@ -29,7 +29,7 @@ from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefre
 from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
-from cdc_lakehouse.runtime.unchanged_views import RefreshKey, refresh_key
+from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, RefreshKey, quiet_before_planning, refresh_key
 
 
 @dataclass
@@ -140,6 +140,8 @@ class PipelineRunner:
         event.batch_id = batch.open()
         if batch.quiet():
             raise NoNewInput
+        if flow.kind == "query" and quiet_before_planning(batch, target.name):
+            raise NoNewInput(UNCHANGED)
         if flow.kind == "auto_cdc_snapshot":
             event.rows_written = write_snapshot_cdc(self, flow, target, batch)
             return
@@ -149,6 +151,7 @@ class PipelineRunner:
             source = self._query(flow, target, batch)
         if batch.streaming and not batch.new_input or _nothing_typed_yet(flow, source):
             self._create_empty(flow, target, batch, source)
+            batch.confirm_definition()  # the whole query was built: every source was read
             raise NoNewInput
         key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
@@ -260,7 +263,7 @@ def _refresh_key(flow: Flow, target: Dataset, batch: FlowBatch, source: DataFram
         return None
     key = refresh_key(batch, target.name, source)
     if key is not None and key.unchanged():
-        raise NoNewInput("inputs and definition unchanged since the last refresh")
+        raise NoNewInput(UNCHANGED)
     return key
 
 

@@ -14,6 +14,12 @@ service) is not recomputed when only they change. Land such data in a table the 
 A plan that reads the clock (``current_timestamp``) or is not deterministic (``rand``, ``uuid``)
 has no key: such a view is recomputed at every update, as Databricks does. The key is recorded
 only once the view is written, so a run stopped in between recomputes it.
+
+Planning the query to compute its key costs far more than the check itself (analysis infers the
+schema of every JSON column the view parses, over all the rows it reads). So the record also
+keeps the version of every table the view read, when those tables are all it read (every input
+file lies in one of them): while the definition and those versions stay the same, the view is
+kept before its query is even built (``quiet_before_planning``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
 
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
@@ -36,18 +43,42 @@ _EXPR_ID = re.compile(r'"id":(\d+),"jvmId":"[^"]*"')
 _LAMBDA_NAME = re.compile(r'("class":"[\w.]*NamedLambdaVariable","num-children":0,"name":)"([^"]*)"')
 
 
+UNCHANGED = "inputs and definition unchanged since the last refresh"
+
+
 @dataclass
 class RefreshKey:
     batch: object  # flow_batch.FlowBatch
     target: str
     value: str
+    inputs: dict[str, int] | None  # table -> version, when tables are all the view read
 
     def unchanged(self) -> bool:
         last = self.batch.checkpoint.refresh()
         return last.get("key") == self.value and last.get("version") == self.batch.store.version(self.target)
 
     def record(self) -> None:
-        self.batch.checkpoint.write_refresh({"key": self.value, "version": self.batch.store.version(self.target)})
+        record = {"key": self.value, "version": self.batch.store.version(self.target)}
+        if self.inputs is not None:
+            record |= {"inputs": self.inputs, "definition": self.batch.definition}
+        self.batch.checkpoint.write_refresh(record)
+
+
+def quiet_before_planning(batch, target: str) -> bool:
+    """Whether the last refresh of ``target`` read only tables, all still at the versions it
+    read, under the same definition, and the view is as that refresh wrote it."""
+    last, store = batch.checkpoint.refresh(), batch.store
+    inputs = last.get("inputs")
+    if inputs is None or last.get("definition") != batch.definition:
+        return False
+    if last.get("version") != store.version(target):
+        return False
+    for name, version in inputs.items():
+        if name in batch.runner.graph.datasets:
+            batch.runner.ensure(name)  # this update's writes to it first
+        if not store.exists(name) or store.version(name) != version:
+            return False
+    return True
 
 
 def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
@@ -65,7 +96,22 @@ def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
     digest = hashlib.sha256(batch.definition.encode())
     digest.update(text.encode())
     digest.update(json.dumps([inputs, files], sort_keys=True).encode())
-    return RefreshKey(batch, target, digest.hexdigest())
+    only_tables = _only_tables(batch, inputs, files)
+    return RefreshKey(batch, target, digest.hexdigest(), inputs if only_tables else None)
+
+
+def _only_tables(batch, inputs: dict[str, int], files: list[str]) -> bool:
+    """Whether every input is a table read through the pipeline, and every file one of theirs."""
+    if any(not name.startswith("read:") for name, _ in batch.reads):
+        return False
+    folders = [f"{batch.store.path(name).resolve()}/" for name in inputs]
+    return all(any(_local_path(f).startswith(folder) for folder in folders) for f in files)
+
+
+def _local_path(uri: str) -> str:
+    """``file:/a/b%20c`` or ``file:///a/b c`` -> ``/a/b c``; other schemes are kept whole."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
 
 
 def _normalized(plan_json: str) -> str:

@@ -3,10 +3,13 @@ import dlt
 from pyspark.sql import functions as F
 
 THRESHOLD = float(spark.conf.get("test.threshold"))
+CALLS = spark.conf.get("test.calls")
 
 
 @dlt.materialized_view(name="gold.totals")
 def totals():
+    with open(f"{CALLS}/calls.txt", "a") as calls:  # the query is built: see readings.py
+        calls.write("gold.totals\n")
     return dlt.read("silver.readings").groupBy("sensor").agg(F.sum("value").alias("total"))
 
 
