@@ -1,8 +1,9 @@
 """``python -m bench <command>``: generate workloads, measure, print tables, write JSON.
 
 Commands: ``generate``, ``throughput``, ``apply-scaling``, ``snapshot`` (reconciliation versus
-reload, bench/snapshot_reconcile.py), ``all`` (the three, one JSON), ``report`` (Markdown from a
-JSON result).
+reload, bench/snapshot_reconcile.py), ``all`` (the three, one JSON), ``incremental`` (a no-op and
+a small update versus the history in the lake, bench/incremental.py; not part of ``all``),
+``report`` (Markdown from a JSON result).
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def _sizes(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"need a non-empty comma list of positive integers, got {text!r}")
     return sizes
+
+
+def _positive(text: str) -> int:
+    """A positive integer (``1e3`` allowed)."""
+    try:
+        value = int(float(text))
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"need a positive integer, got {text!r}")
+    return value
 
 
 def _list_of(known, convert=str):
@@ -85,7 +97,8 @@ def _write_json(path: Path, data: dict) -> None:
 # phase -> whether it succeeded (the baseline is a comparison, not a failure of ours)
 PHASE_OK = {"throughput": lambda r: r["pipeline"].get("ok"),
             "apply_scaling": lambda r: all(run.get("ok") for run in r["runs"]),
-            "snapshot": lambda r: r.get("ok")}
+            "snapshot": lambda r: r.get("ok"),
+            "incremental": lambda r: r.get("ok")}
 
 
 def exit_code(result: dict) -> int:
@@ -156,6 +169,22 @@ def cmd_snapshot(args) -> int:
     result["snapshot"] = snapshot_run(args.snapshot_rows, args.snapshot_diff, args.work)
     report.print_snapshot(result["snapshot"])
     _write_json(args.json or RESULTS / "snapshot.json", result)
+    return exit_code(result)
+
+
+def cmd_incremental(args) -> int:
+    """In this process: one Spark session runs every update, warm after the history loads."""
+    from bench import incremental, report
+    from cdc_lakehouse.runtime.session import get_spark
+
+    result = {**_header("incremental", args), "git": measure.git_state()}
+    spark = get_spark("bench-incremental")
+    res = incremental.run(spark, args.work, args.history, args.changes, args.rounds, args.seed, args.tables or None,
+                          args.events_per_file, check=not args.no_verify, keep_lakes=args.keep_lakes)
+    result["incremental"] = measure.finish_worker(spark, res)
+    result.update({name: res.get(name) for name in incremental.RATIOS})
+    report.print_incremental(res)
+    _write_json(args.json or RESULTS / "incremental.json", result)
     return exit_code(result)
 
 
@@ -285,6 +314,19 @@ def parser() -> argparse.ArgumentParser:
     _snapshot_args(p)
     p.add_argument("--markdown", type=_output_file, help="also write the results as Markdown")
     p.set_defaults(func=cmd_all)
+
+    p = sub.add_parser("incremental", help="a no-op and a small update versus the history in the lake")
+    _measure_args(p)
+    p.add_argument("--history", type=_sizes, default=(20_000, 200_000),
+                   help="row changes of each lake's history (default 20000,200000)")
+    p.add_argument("--changes", type=_positive, default=100, help="binlog row changes landed before each small update")
+    p.add_argument("--rounds", type=_positive, default=2, help="turns of every lake (default 2; the minimum is reported)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--tables", type=_list_of(TABLES), default=(), help="comma list of tables (default: all four)")
+    p.add_argument("--events-per-file", type=int, default=50_000, help="binlog lines per landing file (default 50000)")
+    p.add_argument("--no-verify", action="store_true", help="skip comparing the replicas with the source state at the end")
+    p.add_argument("--keep-lakes", action="store_true", help="keep the lakes under --work for inspection")
+    p.set_defaults(func=cmd_incremental)
 
     p = sub.add_parser("report", help="Markdown tables from a JSON result")
     p.add_argument("--json", type=_input_file, required=True)

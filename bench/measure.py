@@ -88,6 +88,17 @@ class Stopwatch:
             self.laps[name] = round(self.laps.get(name, 0.0) + time.perf_counter() - t0, 3)
 
 
+def git_state() -> dict:
+    """The commit measured, and the files that differ from it (uncommitted edits run too)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": git("rev-parse", "HEAD").strip() or None,
+            "uncommitted": [line[3:] for line in git("status", "--porcelain").splitlines()]}
+
+
 # -- memory ---------------------------------------------------------------------------------
 def _kb_to_mb(kb: int) -> float:
     return round(kb / 1024, 1)  # Linux reports ru_maxrss in KiB

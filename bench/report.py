@@ -165,6 +165,48 @@ def print_snapshot(res: dict) -> None:
     console.print(snapshot_summary(res))
 
 
+INCREMENTAL_HEADER = ["history row changes", "binlog lines", "load s", "noop s", "noop CPU s", "noop jobs",
+                      "small s", "small CPU s", "small jobs", "small rows written", "replicas = source state"]
+
+
+def incremental_rows(res: dict) -> list[list[str]]:
+    rows = []
+    for h, r in sorted(res.get("by_history", {}).items(), key=lambda kv: int(kv[0])):
+        v = r.get("verify") or {}
+        correct = "-" if not v else ("yes" if v.get("all_equal") else "no")
+        rows.append([_fmt(int(h)), _fmt(r["workload"]["binlog_lines"]), _fmt(r.get("history_load_s")),
+                     *[_fmt(r.get(f"noop_{k}")) for k in ("s", "cpu_s", "jobs")],
+                     *[_fmt(r.get(f"small_{k}")) for k in ("s", "cpu_s", "jobs", "rows_written")], correct])
+    return rows
+
+
+def incremental_summary(res: dict) -> str:
+    return (f"{res.get('statistic')} of {res.get('rounds')} rounds; {res.get('changes'):,} row changes per small update; "
+            f"largest / smallest history: small update **{res.get('small_ratio')}** (CPU {res.get('small_cpu_ratio')}), "
+            f"no-op update **{res.get('noop_ratio')}** (CPU {res.get('noop_cpu_ratio')})")
+
+
+def incremental_flow_rows(res: dict, top: int = 15) -> list[list[str]]:
+    """The ``top`` longest flows of the last small update at the largest history."""
+    histories = sorted(res.get("by_history", {}), key=int)
+    prof = (res["by_history"][histories[-1]].get("small_profile") or {}) if histories else {}
+    return [[f["flow"], f["flow_type"], _fmt(f["rows_read"]), _fmt(f["rows_written"]), _fmt(f["duration_s"]), _fmt(f["self_s"])]
+            for f in prof.get("flows", [])[:top]]
+
+
+INCREMENTAL_FLOW_HEADER = ["flow", "type", "rows read", "rows written", "duration s", "self s"]
+
+
+def print_incremental(res: dict) -> None:
+    if res.get("error"):
+        console.print(f"incremental benchmark FAILED: {res['error']}")
+    console.print(_table("Incremental updates versus history", INCREMENTAL_HEADER, incremental_rows(res)))
+    console.print(incremental_summary(res))
+    if incremental_flow_rows(res):
+        console.print(_table("The last small update at the largest history: flows by duration", INCREMENTAL_FLOW_HEADER,
+                             incremental_flow_rows(res)))
+
+
 # -- Markdown ---------------------------------------------------------------------------------
 def md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -205,4 +247,12 @@ def markdown(result: dict) -> str:
                      f"(SCD{sn['scd']})\n")
         parts.append(md_table(SNAPSHOT_HEADER, snapshot_rows(sn)))
         parts.append(f"\n{snapshot_summary(sn)}\n")
+    if "incremental" in result:
+        inc = result["incremental"]
+        parts.append(f"### Incremental updates versus history ({inc['changes']:,} row changes per small update)\n")
+        parts.append(md_table(INCREMENTAL_HEADER, incremental_rows(inc)))
+        parts.append(f"\n{incremental_summary(inc)}\n")
+        if incremental_flow_rows(inc):
+            parts.append(md_table(INCREMENTAL_FLOW_HEADER, incremental_flow_rows(inc)))
+            parts.append("")
     return "\n".join(parts)

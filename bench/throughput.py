@@ -29,17 +29,18 @@ def pipeline_conf(out: Path) -> dict:
 
 
 def make_workload(work: Path, name: str, row_changes: int, seed: int, tables, reuse: bool = True,
-                  events_per_file: int = 50_000) -> tuple[Path, dict, float]:
+                  events_per_file: int = 50_000, open_tail: bool = True) -> tuple[Path, dict, float]:
     """Generate (or reuse, when the same parameters made it before) a binlog-only workload."""
     out = Path(work) / name
     marker = out / "workload.json"
     opts = WorkloadOptions(row_changes=row_changes, seed=seed, forms=("binlog",), tables=tuple(tables),
-                           events_per_file=events_per_file)
+                           events_per_file=events_per_file, open_tail=open_tail)
     if reuse and marker.exists():
         import json
         summary = json.loads(marker.read_text())
         o = summary["options"]
-        if (o["row_changes"], o["seed"], tuple(o["tables"]), o["events_per_file"]) == (row_changes, seed, tuple(tables), events_per_file):
+        if ((o["row_changes"], o["seed"], tuple(o["tables"]), o["events_per_file"], o["open_tail"])
+                == (row_changes, seed, tuple(tables), events_per_file, open_tail)):
             return out, summary, summary.get("generate_s", 0.0)
     t0 = time.perf_counter()
     summary = generate(out, opts).as_dict()

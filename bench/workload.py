@@ -121,6 +121,9 @@ MIX = (
     ("move_account", 1),
     ("scheduler", 2),
 )
+# transaction kind -> the user who runs it (the others: "api" or "api2", at random)
+USER_OF_KIND = {"cancel_order": "support", "account_update": "support", "move_account": "admin",
+                "scheduler": "scheduler", "device_churn": "etl"}
 
 
 @dataclass
@@ -553,18 +556,21 @@ class Source:
 # Writers
 # ------------------------------------------------------------------------------------------
 class BinlogWriter:
-    def __init__(self, root: Path, events_per_file: int, split_transactions: bool = False):
+    def __init__(self, root: Path, events_per_file: int, split_transactions: bool = False,
+                 first_file: int = 1, gtid: int = 1000, xid: int = 50_000):
+        """``first_file``, ``gtid``, ``xid``: where the log starts (a continuation starts after
+        the last file, GTID and XID of the log it continues: bench/continuation.py)."""
         self.dir = root / BINLOG_SOURCE / "binlog"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.per_file = events_per_file
         # a transaction much bigger than a file always continues in the next one
         self.split_at = events_per_file if split_transactions else events_per_file * 3 // 2
-        self.n_file, self.pos, self.in_file = 0, 0, 0
+        self.n_file, self.pos, self.in_file = first_file - 1, 0, 0
         self.f = None
         self.lines = 0
         self.bytes = 0
-        self.gtid = 1000
-        self.xid = 50_000
+        self.gtid = gtid  # the last GTID sequence number / XID used
+        self.xid = xid
         self._rotate()
 
     def _rotate(self) -> None:
@@ -790,8 +796,7 @@ def generate(out: str | Path, options: WorkloadOptions | None = None, clean: boo
         else:
             for _ in range(20):
                 kind = rng.choices(kinds, weights)[0]
-                user = {"cancel_order": "support", "account_update": "support", "move_account": "admin",
-                        "scheduler": "scheduler", "device_churn": "etl"}.get(kind, rng.choice(["api", "api2"]))
+                user = USER_OF_KIND.get(kind, rng.choice(["api", "api2"]))
                 if getattr(db, f"k_{kind}")(tx, t_s):
                     break
                 tx.rollback()

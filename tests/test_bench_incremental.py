@@ -1,0 +1,80 @@
+"""``python -m bench incremental`` (bench/incremental.py), at a tiny size in the suite's Spark
+session: the result has every figure, the landed changes continue the history's binlog, and the
+small updates' changes are in the silver and gold replicas afterwards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import cli, incremental
+from bench.workload import BINLOG_SOURCE, SCHEMA
+from cdc_lakehouse.storage import DeltaRsStore
+
+HISTORIES = (300, 600)
+CHANGES = 5
+TABLES_UNDER_TEST = ("orders", "order_lines")  # fewer flows: a quicker test
+
+
+@pytest.fixture(scope="module")
+def bench_run(spark, tmp_path_factory):
+    work = tmp_path_factory.mktemp("incremental")
+    result = incremental.run(spark, work, HISTORIES, CHANGES, rounds=1, tables=TABLES_UNDER_TEST, keep_lakes=True,
+                                log=lambda _: None)
+    return work, result
+
+
+def test_the_result_has_every_figure(bench_run):
+    _, result = bench_run
+    assert result["ok"], result.get("error")
+    assert set(result["by_history"]) == {str(h) for h in HISTORIES}
+    for size in result["by_history"].values():
+        for key in ("history_load_s", "noop_s", "small_s", "noop_cpu_s", "small_cpu_s", "noop_jobs", "small_jobs"):
+            assert size[key] is not None and size[key] >= 0, key
+        assert size["small_jobs"] > 0 and size["small_rows_written"] > 0
+        assert size["small_rounds"][0]["landed"]["row_changes"] >= CHANGES
+        assert size["small_profile"]["flows"], "the small update's flows"
+    for key in incremental.RATIOS:
+        assert result[key] > 0, key
+    json.dumps(result)  # the command writes it as JSON
+
+
+def test_the_landed_files_continue_the_history_log(bench_run):
+    work, _ = bench_run
+    for history in HISTORIES:
+        files = sorted(p.name for p in (work / f"incremental-lake-{history}" / "landing" / BINLOG_SOURCE / "binlog").iterdir())
+        history_files = sorted(p.name for p in (work / f"incremental-history-{history}-42-50000" / "landing" / BINLOG_SOURCE
+                                                / "binlog").iterdir())
+        assert files[:len(history_files)] == history_files and len(files) > len(history_files)
+
+
+def test_the_small_updates_changes_are_in_silver_and_gold(spark, bench_run):
+    work, result = bench_run
+    for history in HISTORIES:
+        root = work / f"incremental-lake-{history}"
+        before = root.parent / f"incremental-history-{history}-42-50000" / "expected" / BINLOG_SOURCE
+        after = root / "state" / "expected" / BINLOG_SOURCE
+        changed = [t for t in TABLES_UNDER_TEST if (before / f"{SCHEMA}.{t}.jsonl").read_text() != (after / f"{SCHEMA}.{t}.jsonl").read_text()]
+        assert changed, "the landed transactions changed no row of the source state"
+        verified = result["by_history"][str(history)]["verify"]
+        assert verified["all_equal"], verified
+        store = DeltaRsStore(spark, root / "lake")
+        landed = sum(1 for p in (root / "landing" / BINLOG_SOURCE / "binlog").iterdir() for _ in p.open())
+        assert store.read(f"bronze.{BINLOG_SOURCE}_binlog_events").count() == landed
+
+
+@pytest.mark.parametrize("option, value", [("--history", "0"), ("--history", ""), ("--changes", "0"), ("--rounds", "x"),
+                                           ("--tables", "nope")])
+def test_incremental_rejects_bad_values(capsys, option, value):
+    with pytest.raises(SystemExit) as exc:
+        cli.parser().parse_args(["incremental", option, value])
+    assert exc.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert option in line and repr(value) in line
+
+
+def test_incremental_accepts_its_options(tmp_path):
+    args = cli.parser().parse_args(["incremental", "--history", "2e4,2e5", "--changes", "100", "--rounds", "3",
+                                    "--json", str(tmp_path / "out.json")])
+    assert (args.history, args.changes, args.rounds, args.json) == ((20_000, 200_000), 100, 3, tmp_path / "out.json")
