@@ -199,6 +199,12 @@ class DeltaRsStore:
         merger.when_matched_update(updates, predicate=keep).when_not_matched_insert(
             updates, predicate=keep
         ).execute()
+        if commit is not None and self._table(name).version() == target.version():
+            # delta-rs commits nothing for a MERGE that changes nothing, not even the writer's
+            # version: without it the batch would count as never written and be re-run at
+            # every update, and nothing after it would ever be read.
+            empty = pa.schema(target.schema().to_arrow()).empty_table()
+            write_deltalake(str(self.path(name)), empty, mode="append", commit_properties=_commit_properties(commit))
         self._around_commit("after", name)
         return data.num_rows
 
