@@ -14,6 +14,7 @@ from pathlib import Path
 
 
 REFRESH = "refresh.json"
+KEEPS_STATE = "keeps_state"  # the flow keeps state between batches (runtime/flow_state.py)
 CONFIRMED = "confirmed.json"  # a definition under which the last plan's sources had nothing new
 SEEN = "files_seen.json"  # the files planned by a flow's batches up to one, per file source
 COMPACT_EVERY = 10
@@ -48,6 +49,14 @@ class FlowCheckpoint:
 
     def write_refresh(self, record: dict) -> None:
         _write_json(self.dir / REFRESH, record)
+
+    def keeps_state(self) -> bool:
+        return (self.dir / KEEPS_STATE).exists()
+
+    def mark_keeps_state(self) -> None:
+        if not self.keeps_state():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / KEEPS_STATE).touch()
 
     def confirmed(self) -> dict:
         """The definition a later update ran the flow under, finding nothing new after batch

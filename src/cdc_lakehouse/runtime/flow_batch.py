@@ -13,6 +13,9 @@ from cdc_lakehouse.runtime.fingerprint import DEFINITION, definition_fingerprint
 from cdc_lakehouse.storage import Commit, StreamingSourceChanged
 
 
+WHOLE = "whole:"  # offsets entry of a table a streaming flow also reads whole (its version)
+
+
 class NoNewInput(Exception):
     """A streaming flow has nothing new to read in this update."""
 
@@ -34,6 +37,7 @@ class FlowBatch:
         self.rows_read = 0
         self.reads: list[tuple[str, str]] = []  # every input read, in order: the key of a shared view
         self.view_refresh = None  # partition_refresh.ViewRefresh of a view refreshed by partition
+        self.state = None  # flow_state.DeltaFlowState of a query or append flow
         self._listings: dict[tuple[str, str], list[str]] = {}
 
     @property
@@ -116,7 +120,7 @@ class FlowBatch:
 
     def _source_quiet(self, source: str, offset: dict) -> bool:
         kind, _, name = source.partition(":")
-        if kind == "table" and name in self.runner.graph.datasets:
+        if kind in ("table", WHOLE.rstrip(":")) and name in self.runner.graph.datasets:
             self.runner.ensure(name)
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind == "files":
@@ -136,7 +140,10 @@ class FlowBatch:
         # A whole-table read needs no version in the key: the table's flows have run before it
         # is read, and nothing else writes it in this update (a runner is one update).
         self.reads.append((f"read:{name}", ""))
-        return self.runner.read_dataset(name, wanted_by, self)
+        df = self.runner.read_dataset(name, wanted_by, self)
+        if self.store.exists(name):  # for a streaming flow, a change to it wakes the flow (quiet)
+            self.offsets[f"{WHOLE}{name}"] = {"version": self.store.version(name)}
+        return df
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from cdc_lakehouse import flow_state
 from cdc_lakehouse.cdc.apply import CdcSpec, state_table_name
 from cdc_lakehouse.runtime import dlt_api
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
@@ -24,6 +25,7 @@ from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
 from cdc_lakehouse.runtime.fingerprint import pipeline_fingerprint
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
+from cdc_lakehouse.runtime.flow_state import DeltaFlowState, state_table_name as flow_state_table
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
 from cdc_lakehouse.runtime.shared_views import SharedViews
@@ -119,7 +121,9 @@ class PipelineRunner:
                              "the flow starts over from its sources")
         self.result.events.append(event)
         batch = FlowBatch(self, flow, FlowCheckpoint(self.checkpoints, flow.name))
+        batch.state = DeltaFlowState(batch, flow.target) if flow.kind != "auto_cdc_snapshot" else None
         token = dlt_api._reader.set(batch)
+        state_token = flow_state.set_current(batch.state)
         try:
             self._execute(flow, batch, event)
         except NoNewInput as skipped:
@@ -130,6 +134,7 @@ class PipelineRunner:
             event.message = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            flow_state.reset_current(state_token)
             dlt_api._reader.reset(token)
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
@@ -164,6 +169,7 @@ class PipelineRunner:
             event.rows_written = write_cdc(self, flow, target, kept, batch)
         else:
             event.rows_written = write_query(self, target, kept, batch)
+        batch.state.commit()
         event.expectations = counts()
         if key is not None:
             key.record()
@@ -220,9 +226,10 @@ class PipelineRunner:
         return df
 
     def sink_tables(self, flow: Flow) -> list[str]:
-        if flow.kind.startswith("auto_cdc"):
-            return [flow.target, state_table_name(flow.target)]
-        return [flow.target]
+        sinks = [flow.target, state_table_name(flow.target)] if flow.kind.startswith("auto_cdc") else [flow.target]
+        state = flow_state_table(flow.target, flow.name)
+        keeps_state = self.store.exists(state) or FlowCheckpoint(self.checkpoints, flow.name).keeps_state()
+        return [*sinks, state] if keeps_state else sinks
 
 
 @contextlib.contextmanager

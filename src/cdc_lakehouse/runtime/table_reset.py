@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cdc_lakehouse.cdc.apply import state_table_name
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
+from cdc_lakehouse.runtime.flow_state import state_table_name as flow_state_table
 from cdc_lakehouse.runtime.graph import Dataset, PipelineDefinitionError, PipelineGraph
 
 RESET_ALLOWED = "pipelines.reset.allowed"
@@ -49,6 +50,7 @@ class TableReset:
             shutil.rmtree(self.store.path(name), ignore_errors=True)
             shutil.rmtree(self.store.path(state_table_name(name)), ignore_errors=True)
         for flow in self.graph.flows_into(name):
+            shutil.rmtree(self.store.path(flow_state_table(name, flow.name)), ignore_errors=True)
             self._checkpoint(flow.name).reset()
 
     def deleted(self, name: str) -> bool:
