@@ -122,12 +122,18 @@ def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[
         raise CdcInputError("apply_as_truncates is only supported for SCD type 1")
     # The batch is read by several steps (checks, history, state): computed once, deduplicated
     # once (each step deduplicating it again shuffled the whole batch again).
-    prepared = prepared.dropDuplicates().persist()
+    prepared = prepared.dropDuplicates(_comparable(prepared)).persist()
     try:
         return prepared, data, _checked_facts(prepared, spec.keys)
     except CdcInputError:
         prepared.unpersist()
         raise
+
+
+def _comparable(df: DataFrame) -> list[str]:
+    """The columns Spark can compare: a map cannot be (two rows equal in all the others, same
+    key and sequence, are one change applied twice; AUTO CDC keeps one of them either way)."""
+    return [f.name for f in df.schema.fields if "map<" not in f.dataType.simpleString()]
 
 
 def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:

@@ -39,7 +39,9 @@ def fit_to_target(store, target: str, batch: DataFrame, table_opts: dict) -> Dat
     retype, cast = {}, {}
     for field in batch.schema.fields:
         old, new = have.get(field.name), field.dataType
-        if old is None or old == new:
+        # The same type whose nested parts differ only in nullability (a map whose values had
+        # no NULL in one batch) is no change: widening it would turn it into text.
+        if old is None or old.simpleString() == new.simpleString():
             continue
         if _only_nulls(batch, field.name):
             cast[field.name] = old
