@@ -8,7 +8,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.silver import arrivals
+from cdc_lakehouse import flow_state
+from cdc_lakehouse.silver import arrivals, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver import shadow_changes
 from cdc_lakehouse.silver.binlog_changes import net_changes
@@ -48,13 +49,18 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
 
     A transaction is emitted once all of it is there (begin .. commit), in whichever run that
     happens; an open one is held. Re-emitting an already applied transaction is harmless: its
-    changes carry the same sequence, which AUTO CDC does not apply twice.
+    changes carry the same sequence, which AUTO CDC does not apply twice. Where the runtime
+    keeps flow state, the transactions are assembled from the new events and the held ones
+    (binlog_held.py), not from all of ``all_events``.
     """
     if new_events.isStreaming:
         return _streamed_binlog_changes(new_events, all_events, sessions)
-    # Read by three steps (transactions, touched, row events): compute once.
-    events = bt.distinct_events(all_events).persist()
+    state = flow_state.current()
+    # Read by several steps (transactions, touched, row events, state): compute once.
+    events = binlog_held.assembly_events(new_events, all_events, state and state.previous()).persist()
     txns = bt.transactions(events, sessions)
+    if state is not None:
+        state.keep(binlog_held.held_state(events, txns))
     committed = txns.filter(F.col("status") == "committed")
     touched = _touched_transactions(new_events, events)
     emitted = committed.join(touched, ["server_id", "begin_lsn"], "left_semi")

@@ -1,0 +1,87 @@
+"""The binlog events transaction assembly still needs after a batch: its held state.
+
+Per server, the log is closed below a *floor*: every transaction there ended (committed and
+emitted, or rolled back). The state keeps the events at or above the floor (the open
+transactions, row events still waiting for their begin, and whatever was logged after them)
+plus one marker row per server that records the floor. A batch assembles its new events with
+that state instead of with all of bronze, so its cost follows what landed and what is held.
+
+The floor of a server is the begin of its first transaction without an end (``open``, or
+``unterminated``: the next boundary seen is another transaction's), or its first row event
+whose begin has not landed; with none, the end of its log. Every transaction below it is
+complete in bronze, so a new event above it never needs one below. A new event *below* it
+(a late file, a re-delivered one) does: such a server is assembled from all of its bronze
+events in that batch, as before state existed; this costs that server's history once, and
+gives the same result (a re-emission at the same sequence, which AUTO CDC applies once).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.silver import binlog_transactions as bt
+
+FLOOR = "__floor"  # the type of a server's marker row; its `pos` holds the floor (an lsn)
+HELD = ("open", "unterminated")
+
+
+def assembly_events(new_events: DataFrame, all_events: DataFrame, state: DataFrame | None) -> DataFrame:
+    """The distinct events, with ``lsn``, that this batch assembles transactions from."""
+    if state is None:  # no state yet: the whole history, once
+        return bt.distinct_events(all_events)
+    events, floors = _events(state), _floors(state)
+    late = _late_servers(new_events, floors)
+    held = events.filter(~F.col("server_id").isin(late)).unionByName(
+        new_events.filter(~F.col("server_id").isin(late)), allowMissingColumns=True
+    )
+    if late:
+        held = held.unionByName(all_events.filter(F.col("server_id").isin(late)), allowMissingColumns=True)
+    return bt.distinct_events(held.select(*all_events.columns))
+
+
+def held_state(events: DataFrame, txns: DataFrame) -> DataFrame:
+    """What the next batch needs of ``events`` (with ``lsn``), given their ``txns``: the
+    events at or above each server's floor, and the servers' floor markers."""
+    # One row per server: broadcast (a sort-merge join of two results of the same cached
+    # events can be planned with unequal partition counts when adaptive execution is off).
+    floors = F.broadcast(floors_of(events, txns))
+    kept = events.join(floors, "server_id").filter(F.col("lsn") >= F.col("floor")).drop("floor", "lsn")
+    return kept.unionByName(_markers(floors, kept.schema))
+
+
+def floors_of(events: DataFrame, txns: DataFrame) -> DataFrame:
+    """Per server (``server_id``, ``floor``): where its held part of the log starts."""
+    waiting = txns.filter(F.col("status").isin(*HELD)).select("server_id", F.col("begin_lsn").alias("from"))
+    orphans = (
+        bt.with_begin(events, ("begin",))
+        .filter(F.col("type").isin(*bt.ROW_TYPES) & F.col("begin_lsn").isNull())
+        .select("server_id", F.col("lsn").alias("from"))
+    )
+    held_from = waiting.unionByName(orphans).groupBy("server_id").agg(F.min("from").alias("from"))
+    ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"))
+    return ends.join(F.broadcast(held_from), "server_id", "left").select(
+        "server_id", F.coalesce("from", "end").alias("floor")
+    )
+
+
+def _markers(floors: DataFrame, schema) -> DataFrame:
+    values = {"server_id": F.col("server_id"), "type": F.lit(FLOOR), "pos": F.col("floor")}
+    return floors.select(*[
+        values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in schema.fields
+    ])
+
+
+def _events(state: DataFrame) -> DataFrame:
+    return state.filter(F.col("type") != FLOOR)
+
+
+def _floors(state: DataFrame) -> DataFrame:
+    return state.filter(F.col("type") == FLOOR).select("server_id", F.col("pos").alias("floor"))
+
+
+def _late_servers(new_events: DataFrame, floors: DataFrame) -> list:
+    """The servers with a new event below their floor (one small job: a row per server)."""
+    firsts = new_events.groupBy("server_id").agg(F.min(bt.log_position()).alias("first"))
+    late = firsts.join(F.broadcast(floors), "server_id").filter(F.col("first") < F.col("floor")).select("server_id")
+    return [row.server_id for row in late.collect()]
