@@ -58,7 +58,8 @@ def runs(spark, tmp_path_factory):
                                 _event(600, "commit", "0-1-2", xid=2)])
     run_project(spark, landing, lake, onboarding)
     store = DeltaRsStore(spark, lake)
-    first = {name: store.read(name).localCheckpoint() for name in ("silver.b_t", "gold.b_t")}
+    # Locally an AUTO CDC target is created with its first change (gold.b_t has none yet).
+    first = {name: store.read(name).localCheckpoint() for name in ("silver.b_t", "gold.b_t") if store.exists(name)}
     _write(binlog / "b.jsonl", [_event(300, "commit", "0-1-1", xid=1)])
     run_project(spark, landing, lake, onboarding)
     return first, store
@@ -71,7 +72,7 @@ def _ids(spark, *ids):
 def test_silver_applies_the_later_transaction_while_gold_waits(spark, runs):
     first, _ = runs
     assertDataFrameEqual(first["silver.b_t"].select("id"), _ids(spark, 2))
-    assert first["gold.b_t"].count() == 0
+    assert "gold.b_t" not in first or first["gold.b_t"].count() == 0
 
 
 def test_gold_shows_both_once_the_commit_lands(spark, runs):

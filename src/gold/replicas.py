@@ -6,8 +6,9 @@
 import dlt
 
 from cdc_lakehouse.gold import inputs
+from cdc_lakehouse.gold.coherent import due_changes
 from cdc_lakehouse.gold.commit_point import replication_watermark as watermark_of
-from cdc_lakehouse.gold.replicas import replica_at, replica_comment
+from cdc_lakehouse.gold.replicas import replica_comment, typed_changes
 from cdc_lakehouse.gold.schemas import REPLICATION_WATERMARK
 from cdc_lakehouse.settings import PipelineSettings
 
@@ -21,13 +22,18 @@ def replication_watermark():
 
 
 def define_replica(flow) -> None:
-    @dlt.materialized_view(
-        name=inputs.gold_name(settings, flow.gold_table),
-        comment=replica_comment(flow),
-        table_properties={"quality": "gold"},
-    )
-    def replica():
-        return replica_at(dlt.read(inputs.changes_table(settings, flow.source)), flow, dlt.read(WATERMARK))
+    """Each update applies the table's changes between the old commit point and the new one."""
+    view = f"gold_{flow.gold_table}_changes"
+    changes = inputs.changes_table(settings, flow.source)
+
+    @dlt.view(name=view, comment=f"Typed changes of {flow.qualified_table} that gold takes in this update.")
+    def due():
+        new = due_changes(dlt.read_stream(changes), lambda: dlt.read(changes), dlt.read(WATERMARK), flow.source)
+        return typed_changes(new, flow)
+
+    replica = inputs.gold_name(settings, flow.gold_table)
+    dlt.create_streaming_table(replica, comment=replica_comment(flow), table_properties={"quality": "gold"})
+    dlt.create_auto_cdc_flow(target=replica, source=view, name=f"gold_{flow.gold_table}", **flow.apply_changes_args(1))
 
 
 for flow in settings.onboarding.flows:

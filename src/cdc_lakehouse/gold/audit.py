@@ -24,8 +24,13 @@ def watermarks(read, settings) -> DataFrame:
     return read(inputs.gold_name(settings, REPLICATION_WATERMARK.name))
 
 
+# gold.audit_log is applied with AUTO CDC: one row per transaction and row, its latest recording.
+AUDIT_KEYS = ["txn_id", "source", "schema", "table", "key"]
+
+
 def audit_log(read, settings) -> DataFrame:
-    """``gold.audit_log``: one row per applied change of every replicated table."""
+    """``gold.audit_log`` as of the watermark, rebuilt from the whole change stream: one row per
+    applied change of every replicated table (what the pipeline's AUTO CDC flows maintain)."""
     points = watermarks(read, settings)
     return inputs.union_all([_table_audit(read, settings, flow, points) for flow in settings.onboarding.flows])
 
@@ -34,6 +39,15 @@ def _table_audit(read, settings, flow, points: DataFrame) -> DataFrame:
     changes = table_changes(read(inputs.changes_table(settings, flow.source)), flow)
     pinned = at_point(changes, points, flow.source).filter(applied())
     return audit_rows(pinned, flow, inputs.gold_name(settings, flow.gold_table))
+
+
+def due_audit_rows(due: DataFrame, settings, source: str) -> DataFrame:
+    """Audit rows of the source's changes ``due`` now (coherent.due_changes)."""
+    parts = [
+        audit_rows(table_changes(due, flow).filter(applied()), flow, inputs.gold_name(settings, flow.gold_table))
+        for flow in inputs.flows_of(settings, source)
+    ]
+    return inputs.union_all(parts)
 
 
 def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:

@@ -22,6 +22,11 @@ def table_changes(changes: DataFrame, flow) -> DataFrame:
     return changes.filter((F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name))
 
 
+def typed_changes(changes: DataFrame, flow) -> DataFrame:
+    """The source's ``changes`` of ``flow``'s table, typed as the replicas are (AUTO CDC input)."""
+    return replica_changes(table_changes(changes, flow), flow.column_filters, declared_table(flow))
+
+
 def replica_at(changes: DataFrame, flow, points: DataFrame) -> DataFrame:
     """``flow``'s table at its source's commit point in ``points`` (source, sequence);
     ``changes`` is the source's silver change stream."""
