@@ -122,6 +122,8 @@ class PipelineRunner:
         self.result.events.append(event)
         batch = FlowBatch(self, flow, FlowCheckpoint(self.checkpoints, flow.name))
         batch.state = DeltaFlowState(batch, flow.target) if flow.kind != "auto_cdc_snapshot" else None
+        # Spark's UI and status tracker list each job under the flow that ran it.
+        self.spark.sparkContext.setJobGroup(flow.name, f"{flow.kind} flow into {flow.target}")
         token = dlt_api._reader.set(batch)
         state_token = flow_state.set_current(batch.state)
         try:
@@ -139,6 +141,7 @@ class PipelineRunner:
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
             self.shared_views.flow_ended(self.spark)
+            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
     def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
         target = self.graph.datasets[flow.target]

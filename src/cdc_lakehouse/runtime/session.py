@@ -32,6 +32,10 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         # Past this a batch is staged in files instead of collected (storage/arrow_handoff.py):
         # a larger collect can exhaust the driver heap and hang rather than fail.
         .config("spark.driver.maxResultSize", "512m")
+        # PySpark otherwise walks the Python stack and makes three JVM calls on every column
+        # function (F.col, F.when, ...) to name the line in error messages: a pipeline update
+        # builds tens of thousands of them (a 100-change update: 53 s with it, 38 s without).
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         # Passed to the driver JVM at launch (PySpark hands the builder's settings to spark-submit).
         # The throughput collector: batch jobs on two cores gain from it what G1 spends on short
         # pauses (the 10M snapshot benchmark's incremental step: 53.5 s against 58.9 s, mean of 4).
