@@ -37,6 +37,7 @@ class DeltaRsStore:
         # Called as hook("before"|"after", table) around every data commit: the seam where
         # reliability tests stop a run, as a crash would, at every commit point.
         self.commit_hook = commit_hook
+        self._snapshots: dict[tuple, DeltaTable] = {}
 
     def _around_commit(self, stage: str, name: str) -> None:
         if self.commit_hook is not None:
@@ -51,10 +52,22 @@ class DeltaRsStore:
         return self.lake / schema / table
 
     def _table(self, name: str, version: int | None = None) -> DeltaTable | None:
-        try:
-            return DeltaTable(str(self.path(name)), version=version)
-        except TableNotFoundError:
-            return None
+        """The table's snapshot at ``version`` (None: the latest), loaded once per store: an
+        update asks for the same tables hundreds of times, and loading one replays its log."""
+        path = str(self.path(name))
+        born = _creation(path)
+        if born is None:  # no table, or its first commit was cleaned up: nothing to key a cache on
+            try:
+                return DeltaTable(path, version=version)
+            except TableNotFoundError:
+                return None
+        key = (path, born, version)
+        table = self._snapshots.get(key)
+        if table is None:
+            table = self._snapshots[key] = DeltaTable(path, version=version)
+        elif version is None:
+            table.update_incremental()
+        return table
 
     # -- reads ------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
@@ -181,6 +194,7 @@ class DeltaRsStore:
             self._write_arrow(name, kept, "append", commit, **_keyed_table_opts(table_opts))
             return data.num_rows
         target = self._table(name)
+        before = target.version()
         columns = [c for c in data.column_names if c != flag]
         match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*spec.keys, *spec.extra_match_columns))
         # Only target files whose statistics overlap the batch's keys can match: say so, so
@@ -199,7 +213,7 @@ class DeltaRsStore:
         merger.when_matched_update(updates, predicate=keep).when_not_matched_insert(
             updates, predicate=keep
         ).execute()
-        if commit is not None and self._table(name).version() == target.version():
+        if commit is not None and self.version(name) == before:
             # delta-rs commits nothing for a MERGE that changes nothing, not even the writer's
             # version: without it the batch would count as never written and be re-run at
             # every update, and nothing after it would ever be read.
@@ -223,6 +237,16 @@ class DeltaRsStore:
         if table is None:
             raise LookupError(f"table {name} does not exist in {self.lake}")
         return table
+
+
+def _creation(path: str) -> tuple[int, int] | None:
+    """Which table lives at ``path``: its first commit file's inode and time. A table deleted
+    and created again (a full refresh) has a new one, so no snapshot of the old is reused."""
+    try:
+        st = os.stat(os.path.join(path, "_delta_log", "00000000000000000000.json"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _commit_properties(commit: Commit | None) -> CommitProperties | None:
