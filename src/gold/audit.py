@@ -4,15 +4,14 @@
 import dlt
 
 from cdc_lakehouse.gold import audit, inputs
-from cdc_lakehouse.gold.coherent import due_changes
+from cdc_lakehouse.gold.coherent import source_changes_due
 from cdc_lakehouse.gold.schemas import (
-    AUDIT_CHANGES_BY_USER_DAY, AUDIT_LOG, AUDIT_ROW_LAST_CHANGE, AUDIT_TRANSACTIONS, REPLICATION_WATERMARK,
+    AUDIT_CHANGES_BY_USER_DAY, AUDIT_LOG, AUDIT_ROW_LAST_CHANGE, AUDIT_TRANSACTIONS,
 )
 from cdc_lakehouse.settings import REFRESH_BY_PARTITION, PipelineSettings
 
 settings = PipelineSettings.from_spark(spark)
 AUDIT_LOG_TABLE = inputs.gold_name(settings, AUDIT_LOG.name)
-WATERMARK = inputs.gold_name(settings, REPLICATION_WATERMARK.name)
 
 dlt.create_streaming_table(**AUDIT_LOG.options(settings.gold))
 
@@ -20,12 +19,10 @@ dlt.create_streaming_table(**AUDIT_LOG.options(settings.gold))
 def define_audit_log(source: str) -> None:
     """Each update applies the source's changes between the old commit point and the new one."""
     view = f"gold_{source}_audit_changes"
-    changes = inputs.changes_table(settings, source)
 
     @dlt.view(name=view, comment=f"Audit rows of the changes of {source} that gold takes in this update.")
     def due():
-        new = due_changes(dlt.read_stream(changes), lambda: dlt.read(changes), dlt.read(WATERMARK), source)
-        return audit.due_audit_rows(new, settings, source)
+        return audit.due_audit_rows(source_changes_due(dlt.read_stream, dlt.read, settings, source), settings, source)
 
     dlt.create_auto_cdc_flow(target=AUDIT_LOG_TABLE, source=view, keys=audit.AUDIT_KEYS, sequence_by="sequence",
                              name=f"gold_{source}_audit_log")

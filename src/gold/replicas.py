@@ -6,14 +6,13 @@
 import dlt
 
 from cdc_lakehouse.gold import inputs
-from cdc_lakehouse.gold.coherent import due_changes
+from cdc_lakehouse.gold.coherent import source_changes_due
 from cdc_lakehouse.gold.commit_point import replication_watermark as watermark_of
 from cdc_lakehouse.gold.replicas import replica_comment, typed_changes
 from cdc_lakehouse.gold.schemas import REPLICATION_WATERMARK
 from cdc_lakehouse.settings import PipelineSettings
 
 settings = PipelineSettings.from_spark(spark)
-WATERMARK = inputs.gold_name(settings, REPLICATION_WATERMARK.name)
 
 
 @dlt.materialized_view(**REPLICATION_WATERMARK.options(settings.gold))
@@ -24,12 +23,10 @@ def replication_watermark():
 def define_replica(flow) -> None:
     """Each update applies the table's changes between the old commit point and the new one."""
     view = f"gold_{flow.gold_table}_changes"
-    changes = inputs.changes_table(settings, flow.source)
 
     @dlt.view(name=view, comment=f"Typed changes of {flow.qualified_table} that gold takes in this update.")
     def due():
-        new = due_changes(dlt.read_stream(changes), lambda: dlt.read(changes), dlt.read(WATERMARK), flow.source)
-        return typed_changes(new, flow)
+        return typed_changes(source_changes_due(dlt.read_stream, dlt.read, settings, flow.source), flow)
 
     replica = inputs.gold_name(settings, flow.gold_table)
     dlt.create_streaming_table(replica, comment=replica_comment(flow), table_properties={"quality": "gold"})

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse import flow_state
+from cdc_lakehouse.gold import inputs, schemas
 
 POINT = "__point"
 
@@ -40,3 +41,11 @@ def due_changes(new_changes: DataFrame, history: Callable[[], DataFrame], points
     due = F.col(POINT).isNotNull() & (F.col("sequence") <= F.col(POINT))
     state.keep(tagged.filter(~due).drop(POINT))
     return tagged.filter(due).drop(POINT)
+
+
+def source_changes_due(read_stream, read, settings, source: str) -> DataFrame:
+    """``due_changes`` of ``source``, read as a gold flow reads them (``read_stream`` and
+    ``read``: ``dlt.read_stream`` and ``dlt.read`` in the pipeline)."""
+    changes = inputs.changes_table(settings, source)
+    points = read(inputs.gold_name(settings, schemas.REPLICATION_WATERMARK.name))
+    return due_changes(read_stream(changes), lambda: read(changes), points, source)
