@@ -67,8 +67,10 @@ def _wanted(point, seen) -> bool:
         return False  # nothing written yet: a fresh run, which the reference run already is
     firsts = [p.table for p in seen if p.stage == "after"]
     name = point.table.split(".", 1)[1]
-    if point.table.startswith("gold.") or name in (f"{BINLOG_SOURCE}_transactions", f"{BINLOG_SOURCE}_anomalies"):
-        return False  # materialized views: recomputed and overwritten whole at every update
+    if point.table.startswith("gold.") or name == f"{BINLOG_SOURCE}_anomalies":
+        return False  # materialized views, and gold's AUTO CDC flows: the recovery paths of the points kept
+    if name == f"{BINLOG_SOURCE}_transactions":
+        return False  # an AUTO CDC target with flow state: the same recovery path as the replicas
     if point.table.startswith("bronze."):  # the first bronze table
         return not any(t.startswith("bronze.") for t in firsts)
     if name.startswith("__apply_changes_storage_") or name == f"{BINLOG_SOURCE}_order_lines":

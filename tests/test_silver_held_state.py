@@ -11,11 +11,13 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
+from cdc_lakehouse.silver.transactions_table import binlog_transactions_table
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for, run_project
 
 STATE = "silver.__flow_state_shop_binlog_changes"
+TRANSACTIONS = "silver.shop_transactions"
 CUSTOMER = ["customer_id"]
 
 
@@ -51,7 +53,8 @@ def held(spark, tmp_path_factory):
         run_project(spark, landing, lake, onboarding, layers=("bronze", "silver"))
         store = DeltaRsStore(spark, lake)
         steps[name] = (store.read("silver.shop_customers").orderBy("customer_id").collect(),
-                       store.read(STATE).collect() if store.exists(STATE) else [])
+                       store.read(STATE).collect() if store.exists(STATE) else [],
+                       store.read(TRANSACTIONS))
 
     # 1: A committed, B open (its commit lands in step 2), C committed after B's begin.
     update("open", {"1.jsonl": _transaction(100, [(1, "ann")]) + _transaction(200, [(2, "bob")], commit=False)
@@ -68,7 +71,7 @@ def _names(rows) -> dict[int, str]:
 
 def test_an_open_transaction_and_what_follows_it_are_held_until_its_commit_lands(held):
     steps, _ = held
-    replica, state = steps["open"]
+    replica, state, _ = steps["open"]
     assert _names(replica) == {1: "ann", 3: "cy"}
     events = [r for r in state if r["type"] != binlog_held.FLOOR]
     assert min(r["pos"] for r in events) == 200  # B's begin: A is not held
@@ -77,7 +80,7 @@ def test_an_open_transaction_and_what_follows_it_are_held_until_its_commit_lands
 
 def test_a_completed_transaction_is_applied_and_leaves_the_state(held):
     steps, _ = held
-    replica, state = steps["completed"]
+    replica, state, _ = steps["completed"]
     assert _names(replica) == {1: "ann", 2: "bob", 3: "cy"}
     assert [r["type"] for r in state] == [binlog_held.FLOOR]  # nothing held: the floor only
 
@@ -87,6 +90,26 @@ def test_a_late_or_redelivered_file_changes_nothing_and_new_events_still_apply(h
     assert _names(steps["redelivered"][0]) == {1: "ann", 2: "bob", 3: "cy"}
     assert _names(steps["new"][0]) == {1: "ann", 2: "bob", 3: "cy", 4: "dee"}
     assert [r["type"] for r in steps["new"][1]] == [binlog_held.FLOOR]
+
+
+def _status(txns) -> dict[int, tuple[str, int]]:
+    """(status, rows_changed) by the begin's position in the file."""
+    return {r["begin_position"] - (1 << 32): (r["status"], r["rows_changed"]) for r in txns.collect()}
+
+
+def test_the_transactions_table_follows_a_transaction_from_unterminated_to_committed(held):
+    steps, _ = held
+    assert _status(steps["open"][2]) == {100: ("committed", 1), 200: ("unterminated", 0), 300: ("committed", 1)}
+    assert _status(steps["completed"][2]) == {100: ("committed", 1), 200: ("committed", 1), 300: ("committed", 1)}
+    assert _status(steps["redelivered"][2]) == _status(steps["completed"][2])
+
+
+def test_the_transactions_table_kept_batch_by_batch_equals_one_built_from_all_of_bronze(spark, held):
+    steps, lake = held
+    store = DeltaRsStore(spark, lake)
+    whole = binlog_transactions_table(store.read("bronze.shop_binlog_events"), store.read("bronze.shop_sessions"),
+                                      store.read("silver.shop_changes"))
+    assertDataFrameEqual(steps["new"][2], whole)
 
 
 def test_assembly_reads_no_bronze_file_when_no_event_is_late(spark, held):

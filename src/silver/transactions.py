@@ -2,23 +2,32 @@
 import dlt
 
 from cdc_lakehouse.settings import PipelineSettings
-from cdc_lakehouse.silver.transactions_table import binlog_transactions_table, shadow_transactions_table
+from cdc_lakehouse.silver.transactions_table import (
+    PROGRESS, TXN_KEYS, binlog_transaction_batch, shadow_transactions_table,
+)
 
 settings = PipelineSettings.from_spark(spark)
 
 
 def define_binlog_transactions(source: str) -> None:
-    @dlt.materialized_view(
-        name=f"{settings.silver}.{source}_transactions",
-        comment=f"Transactions of {source} with user, role, commit time and position, tables and row counts.",
+    """Each update upserts the transactions its new binlog events belong to (transactions_table.py)."""
+    events, changes = f"{settings.bronze}.{source}_binlog_events", f"{settings.silver}.{source}_changes"
+    view = f"{source}_transaction_updates"
+
+    @dlt.view(name=view, comment=f"The transactions of {source} that this update's binlog events begin, end or complete.")
+    def transaction_updates():
+        return binlog_transaction_batch(
+            dlt.read_stream(events), dlt.read(events), dlt.read(f"{settings.bronze}.{source}_sessions"),
+            dlt.read_stream(changes), dlt.read(changes),
+        )
+
+    name = f"{settings.silver}.{source}_transactions"
+    dlt.create_streaming_table(
+        name, comment=f"Transactions of {source} with user, role, commit time and position, tables and row counts.",
         table_properties={"quality": "silver"},
     )
-    def transactions():
-        return binlog_transactions_table(
-            dlt.read(f"{settings.bronze}.{source}_binlog_events"),
-            dlt.read(f"{settings.bronze}.{source}_sessions"),
-            dlt.read(f"{settings.silver}.{source}_changes"),
-        )
+    dlt.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEYS, sequence_by=PROGRESS,
+                             except_column_list=[PROGRESS], name=f"{source}_transactions")
 
 
 def define_shadow_transactions(source: str) -> None:

@@ -20,10 +20,33 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import binlog_transactions as bt
 
 FLOOR = "__floor"  # the type of a server's marker row; its `pos` holds the floor (an lsn)
 HELD = ("open", "unterminated")
+
+
+def assemble(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> tuple[DataFrame, DataFrame]:
+    """The events this batch assembles (persisted: several steps read them) and their
+    transactions; where the runtime keeps flow state, from the new and the held events, and
+    what the next batch needs is kept."""
+    state = flow_state.current()
+    events = assembly_events(new_events, all_events, state and state.previous()).persist()
+    txns = bt.transactions(events, sessions)
+    if state is not None:
+        state.keep(held_state(events, txns))
+    return events, txns
+
+
+def touched(new_events: DataFrame, events: DataFrame) -> DataFrame:
+    """(server_id, begin_lsn) of each transaction a new event belongs to."""
+    tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
+    return (
+        new_events.select("server_id", "file", "pos").distinct()
+        .join(tagged, ["server_id", "file", "pos"])
+        .select("server_id", "begin_lsn").distinct()
+    )
 
 
 def assembly_events(new_events: DataFrame, all_events: DataFrame, state: DataFrame | None) -> DataFrame:

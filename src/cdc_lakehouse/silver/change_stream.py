@@ -8,7 +8,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import arrivals, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver import shadow_changes
@@ -55,15 +54,9 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     """
     if new_events.isStreaming:
         return _streamed_binlog_changes(new_events, all_events, sessions)
-    state = flow_state.current()
-    # Read by several steps (transactions, touched, row events, state): compute once.
-    events = binlog_held.assembly_events(new_events, all_events, state and state.previous()).persist()
-    txns = bt.transactions(events, sessions)
-    if state is not None:
-        state.keep(binlog_held.held_state(events, txns))
+    events, txns = binlog_held.assemble(new_events, all_events, sessions)
     committed = txns.filter(F.col("status") == "committed")
-    touched = _touched_transactions(new_events, events)
-    emitted = committed.join(touched, ["server_id", "begin_lsn"], "left_semi")
+    emitted = committed.join(binlog_held.touched(new_events, events), ["server_id", "begin_lsn"], "left_semi")
     row_events = bt.row_events_in(events, emitted)
     net = net_changes(row_events)
     return to_change_stream(net, "binlog", binlog_sequence())
@@ -93,11 +86,3 @@ def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessi
     net = net_changes(bt.row_events_in(events, committed)).join(done, ["server_id", "end_lsn"])
     return to_change_stream(net, "binlog", binlog_sequence())
 
-
-def _touched_transactions(new_events: DataFrame, events: DataFrame) -> DataFrame:
-    tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
-    return (
-        new_events.select("server_id", "file", "pos").distinct()
-        .join(tagged, ["server_id", "file", "pos"])
-        .select("server_id", "begin_lsn").distinct()
-    )

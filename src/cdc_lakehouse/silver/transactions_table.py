@@ -1,11 +1,20 @@
 """The silver ``transactions`` table: every transaction of a source with who ran it, where it
-committed, and what it touched."""
+committed, and what it touched.
+
+A binlog source's table is kept by AUTO CDC, keyed by where each transaction begins in its
+server's log (``TXN_KEYS``): each update upserts the transactions its new events belong to, as
+the change stream assembles them (held state, not all of bronze), with the counts of the changes
+the change stream emitted for them in the same events. A transaction advances from ``open`` or
+``unterminated`` to an end (``PROGRESS``), never back. A shadow source's table is still
+recomputed in full (a materialized view).
+"""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
 
@@ -26,9 +35,45 @@ def change_counts(changes: DataFrame) -> DataFrame:
     )
 
 
+TXN_KEYS = ["server_id", "begin_position"]
+PROGRESS = "__progress"  # the AUTO CDC sequence of a transaction row
+
+
 def binlog_transactions_table(events: DataFrame, sessions: DataFrame, changes: DataFrame) -> DataFrame:
-    txns = bt.transactions(bt.distinct_events(events), sessions)
-    return txns.join(change_counts(changes), "txn_id", "left").select(
+    """Every transaction of ``events``, from all of them (the reference the batches must match)."""
+    return _binlog_rows(bt.transactions(bt.distinct_events(events), sessions), change_counts(changes))
+
+
+def binlog_transaction_batch(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None,
+                             new_changes: DataFrame, all_changes: DataFrame) -> DataFrame:
+    """The rows of the transactions that ``new_events`` belong to, with ``PROGRESS``. Their
+    changes were emitted to the change stream from the same events (binlog_change_batch), so
+    they are among ``new_changes``. The streaming form (Databricks) joins the new events to the
+    transactions and counts of all of bronze and the change stream instead.
+    """
+    if new_events.isStreaming:
+        events = bt.distinct_events(all_events)
+        tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
+        touched = new_events.select("server_id", "file", "pos").join(tagged, ["server_id", "file", "pos"])
+        # dropDuplicates, not distinct: a stream deduplicates in append mode, it cannot aggregate.
+        keys = touched.select("server_id", "begin_lsn").dropDuplicates()
+        emitted = keys.join(bt.transactions(events, sessions), ["server_id", "begin_lsn"])
+        counts = change_counts(all_changes)
+    else:
+        events, txns = binlog_held.assemble(new_events, all_events, sessions)
+        emitted = txns.join(binlog_held.touched(new_events, events), ["server_id", "begin_lsn"], "left_semi")
+        counts = change_counts(new_changes)
+    return _binlog_rows(emitted, counts).withColumn(PROGRESS, _progress())
+
+
+def _progress():
+    """Ended (committed, rolled back) after not yet ended; then the furthest position known."""
+    ended = ~F.col("status").isin(*binlog_held.HELD)
+    return F.struct(ended.alias("ended"), F.coalesce("sequence_position", "begin_position").alias("at"))
+
+
+def _binlog_rows(txns: DataFrame, counts: DataFrame) -> DataFrame:
+    return txns.join(counts, "txn_id", "left").select(
         F.col("_source").alias("source"),
         "txn_id",
         "status",
