@@ -33,6 +33,14 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def held_lake(spark, tmp_path_factory):
+    """The lake of tests/held_steps.py, shared by the tests of held state and of gold's commit point."""
+    import held_steps
+
+    return held_steps.build(spark, tmp_path_factory.mktemp("held"))
+
+
 @pytest.fixture
 def lake(tmp_path) -> Path:
     return tmp_path / "lake"
