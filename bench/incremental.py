@@ -9,6 +9,11 @@ For each history size, a lake is loaded with one full pipeline update (the proje
 * **small**: ``changes`` new binlog row changes land first (new files continuing the history's
   log: ``bench/continuation.py``), then an update.
 
+* **floor**: the bare job a small update cannot beat: the landed files alone, their latest change
+  per key MERGEd into tables of only those changes (``bench/baseline.py`` on a landing of just
+  the new files, its own lake). It skips everything the pipeline must do besides (transactions,
+  held state, history, audit, gold, health), so ``small_s / floor_s`` is the gap to any code.
+
 Reported per size: the wall seconds of each update (the minimum over the rounds, the median and
 every round beside it), CPU seconds of the process tree (driver, JVM: ``measure.CpuMeter``) and of
 the driver alone (``time.process_time``), the Spark jobs each update ran, the rows the update's
@@ -28,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import measure, profiling, verify
+from bench import baseline, measure, profiling, verify
 from bench.continuation import Continuation
 from bench.throughput import make_workload, pipeline_conf, pipeline_sources
 from bench.workload import BINLOG_SOURCE, TABLES
@@ -48,6 +53,7 @@ class Lake:
     load: dict = field(default_factory=dict)  # the update that loaded the history
     noop: list[dict] = field(default_factory=list)
     small: list[dict] = field(default_factory=list)
+    floor: list[dict] = field(default_factory=list)
     verify: dict | None = None  # replicas versus the source state, after the last round
 
     @property
@@ -94,6 +100,20 @@ def timed_update(spark, lake: Lake) -> dict:
             "jobs": last_job_id(spark) - first_job, "flows": len(run.events),
             "rows_written": sum(e.rows_written or 0 for e in run.events if e.status == "COMPLETED"),
             "profile": profile(run, wall_s, store)}
+
+
+def timed_floor(spark, lake: Lake, files: list[str]) -> dict:
+    """The baseline MERGE of the files just landed (copied to a landing of their own)."""
+    from cdc_lakehouse.storage import DeltaRsStore
+
+    own = lake.root / "floor" / "landing" / BINLOG_SOURCE / "binlog"
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir(parents=True)
+    for name in files:
+        shutil.copy(lake.root / "landing" / BINLOG_SOURCE / "binlog" / name, own / name)
+    t0 = time.perf_counter()
+    merged = baseline.run_baseline(spark, DeltaRsStore(spark, lake.root / "floor" / "lake"), own.parent.parent, lake.feed.tables)
+    return {"wall_s": round(time.perf_counter() - t0, 3), "rows_merged": sum(merged.values())}
 
 
 # -- lakes --------------------------------------------------------------------------------------
@@ -157,7 +177,14 @@ def summarise(lake: Lake) -> dict:
     load = {k: v for k, v in lake.load.items() if k != "profile"}
     return {"history": lake.history, "workload": lake.workload, "generate_s": lake.generate_s,
             "history_load_s": load.get("wall_s"), "history_load": load,
-            **_phase("noop", lake.noop), **_phase("small", lake.small), "verify": lake.verify}
+            **_phase("noop", lake.noop), **_phase("small", lake.small),
+            "floor_s": _pick([f["wall_s"] for f in lake.floor]), "floor_rounds": lake.floor,
+            "small_over_floor": _over(_pick([u["wall_s"] for u in lake.small]), _pick([f["wall_s"] for f in lake.floor])),
+            "verify": lake.verify}
+
+
+def _over(value: float | None, floor: float | None) -> float | None:
+    return round(value / floor, 2) if value and floor else None
 
 
 def ratio(by_history: dict, key: str) -> float | None:
@@ -183,8 +210,10 @@ def run(spark, work: Path, histories, changes: int, rounds: int = 2, seed: int =
                 lake.noop.append(timed_update(spark, lake))
                 landed = lake.feed.land(changes)
                 lake.small.append({**timed_update(spark, lake), "landed": landed})
+                lake.floor.append(timed_floor(spark, lake, landed["files"]))
                 log(f"round {r}, history {lake.history:,}: noop {lake.noop[-1]['wall_s']} s, "
-                    f"small ({landed['row_changes']} row changes) {lake.small[-1]['wall_s']} s")
+                    f"small ({landed['row_changes']} row changes) {lake.small[-1]['wall_s']} s, "
+                    f"floor {lake.floor[-1]['wall_s']} s")
         if check:
             for lake in lakes:
                 lake.verify = verify_lake(spark, lake, tables)

@@ -166,7 +166,8 @@ def print_snapshot(res: dict) -> None:
 
 
 INCREMENTAL_HEADER = ["history row changes", "binlog lines", "load s", "noop s", "noop CPU s", "noop jobs",
-                      "small s", "small CPU s", "small jobs", "small rows written", "replicas = source state"]
+                      "small s", "small CPU s", "small jobs", "small rows written", "floor s", "small / floor",
+                      "replicas = source state"]
 
 
 def incremental_rows(res: dict) -> list[list[str]]:
@@ -176,7 +177,8 @@ def incremental_rows(res: dict) -> list[list[str]]:
         correct = "-" if not v else ("yes" if v.get("all_equal") else "no")
         rows.append([_fmt(int(h)), _fmt(r["workload"]["binlog_lines"]), _fmt(r.get("history_load_s")),
                      *[_fmt(r.get(f"noop_{k}")) for k in ("s", "cpu_s", "jobs")],
-                     *[_fmt(r.get(f"small_{k}")) for k in ("s", "cpu_s", "jobs", "rows_written")], correct])
+                     *[_fmt(r.get(f"small_{k}")) for k in ("s", "cpu_s", "jobs", "rows_written")],
+                     _fmt(r.get("floor_s")), _fmt(r.get("small_over_floor")), correct])
     return rows
 
 

@@ -30,11 +30,13 @@ def test_the_result_has_every_figure(bench_run):
     assert result["ok"], result.get("error")
     assert set(result["by_history"]) == {str(h) for h in HISTORIES}
     for size in result["by_history"].values():
-        for key in ("history_load_s", "noop_s", "small_s", "noop_cpu_s", "small_cpu_s", "noop_jobs", "small_jobs"):
+        for key in ("history_load_s", "noop_s", "small_s", "noop_cpu_s", "small_cpu_s", "noop_jobs", "small_jobs",
+                    "floor_s", "small_over_floor"):
             assert size[key] is not None and size[key] >= 0, key
         assert size["small_jobs"] > 0 and size["small_rows_written"] > 0
         assert size["small_rounds"][0]["landed"]["row_changes"] >= CHANGES
         assert size["small_profile"]["flows"], "the small update's flows"
+        assert size["floor_rounds"][0]["rows_merged"] > 0, "the floor merges the landed changes"
     for key in incremental.RATIOS:
         assert result[key] > 0, key
     json.dumps(result)  # the command writes it as JSON
