@@ -30,8 +30,7 @@ def typed_changes(changes: DataFrame, flow) -> DataFrame:
 def replica_at(changes: DataFrame, flow, points: DataFrame) -> DataFrame:
     """``flow``'s table at its source's commit point in ``points`` (source, sequence);
     ``changes`` is the source's silver change stream."""
-    at = at_point(table_changes(changes, flow), points, flow.source)
-    typed = replica_changes(at, flow.column_filters, declared_table(flow))
+    typed = typed_changes(at_point(changes, points, flow.source), flow)
     if not all(k in typed.columns for k in flow.keys):  # nothing changed yet: no columns known
         return typed.sparkSession.createDataFrame([], ", ".join(f"`{k}` STRING" for k in flow.keys))
     newest_first = Window.partitionBy(*flow.keys).orderBy(F.col("__sequence").desc())
