@@ -69,6 +69,9 @@ class TimingStore(DeltaRsStore):
     def upsert(self, name, df, spec, commit=None, **opts):
         return self._timed("upsert", name, lambda: super(TimingStore, self).upsert(name, df, spec, commit, **opts))
 
+    def replace_where(self, name, df, where, commit=None):
+        return self._timed("replace", name, lambda: super(TimingStore, self).replace_where(name, df, where, commit))
+
     def summary(self) -> dict:
         return {t: {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()} for t, s in sorted(self.stats.items())}
 

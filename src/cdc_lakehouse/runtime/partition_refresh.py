@@ -28,6 +28,9 @@ from cdc_lakehouse.settings import REFRESH_BY_PARTITION
 from cdc_lakehouse.storage import StreamingSourceChanged
 
 BROADCAST_ROWS = 1_000_000  # appended rows up to which their partitions are broadcast
+# Touched partitions up to which a refresh replaces only their rows in the view (one commit that
+# names them); above it, and for values with no plain literal, the view is written whole.
+REPLACE_PARTITIONS = 500
 
 
 class FullRefreshNeeded(Exception):
@@ -56,6 +59,15 @@ class Partitions:
     def keep_untouched(self, view: DataFrame) -> DataFrame:
         return _join(view, self.touched, self.columns, self.small, "left_anti")
 
+    def values(self, limit: int) -> dict[str, list] | None:
+        """The touched partitions' values by column (``TableStore.replace_where``), when there
+        are at most ``limit`` of them and each is NULL, text, a whole number or a boolean."""
+        rows = self.touched.limit(limit + 1).collect()
+        plain = all(v is None or isinstance(v, (str, int, bool)) for r in rows for v in r)
+        if not rows or len(rows) > limit or not plain:
+            return None
+        return {c: [r[c] for r in rows] for c in self.columns}
+
 
 def _join(df: DataFrame, touched: DataFrame, columns: list[str], small: bool, how: str) -> DataFrame:
     right = touched.select(*[F.col(c).alias(f"__p_{c}") for c in columns])
@@ -72,6 +84,7 @@ class ViewRefresh:
         self.store, self.target, self.batch = store, target, batch
         self.columns = partition_columns(target)
         self.partitions = self._plan()
+        self.replacing: dict[str, list] | None = None  # the partitions the write replaces
 
     def _plan(self) -> Partitions | None:
         previous, inputs = self.batch.previous, [k for k in self.batch.previous if k.startswith("table:")]
@@ -122,8 +135,12 @@ class ViewRefresh:
         return f"recomputed the partitions ({', '.join(self.columns)}) of rows appended to {self.partitions.table}"
 
     def view(self, recomputed: DataFrame) -> DataFrame:
-        """The whole view: the recomputed rows, and every row of the other partitions as it was."""
+        """What the refresh writes: the recomputed rows, in place of the touched partitions'
+        (``replacing``), or the whole view: those rows and every row of the others as it was."""
         if self.partitions is None:
+            return recomputed
+        self.replacing = self.partitions.values(REPLACE_PARTITIONS)
+        if self.replacing is not None:
             return recomputed
         kept = self.partitions.keep_untouched(self.store.read(self.target.name))
         return kept.unionByName(recomputed, allowMissingColumns=True)

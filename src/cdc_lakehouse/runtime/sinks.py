@@ -21,6 +21,9 @@ def write_query(runner, target, df: DataFrame, batch) -> int:
     df = conform_to_schema(runner.spark, df, target.schema)
     if batch.streaming and target.kind != "materialized_view":
         return runner.store.append(target.name, df, batch.commit(), **table_options(target))
+    replacing = batch.view_refresh.replacing if batch.view_refresh is not None else None
+    if replacing is not None:  # a view refreshed by partition: only its touched partitions' rows
+        return runner.store.replace_where(target.name, df, replacing, batch.commit())
     return runner.store.overwrite(target.name, df, batch.commit(), **table_options(target))
 
 

@@ -67,4 +67,11 @@ class TableStore(Protocol):
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int: ...
 
+    def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
+        """Replace the rows whose ``where`` columns hold one of the listed value tuples (the
+        ``i``-th values of every column form one tuple; None matches NULL) by ``df``, in one
+        commit; every row of ``df`` must be such a row. Raises ValueError for a value it cannot
+        write as a literal (the caller overwrites instead)."""
+        ...
+
     def list_tables(self) -> list[TableInfo]: ...

@@ -7,6 +7,7 @@ collected on the driver. Writes hand Spark's batch to delta-rs as Arrow (arrow_h
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -160,6 +161,15 @@ class DeltaRsStore:
     def overwrite(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
         return self._write(name, df, "overwrite", commit, **table_opts)
 
+    def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
+        predicate = _where_predicate(where)
+        with arrow_batch(df, self.stage_above_bytes) as batch:
+            self._around_commit("before", name)
+            write_deltalake(str(self.path(name)), batch.data, mode="overwrite", predicate=predicate,
+                            commit_properties=_commit_properties(commit))
+            self._around_commit("after", name)
+            return batch.num_rows
+
     def _write(self, name, df, mode, commit, **table_opts) -> int:
         with arrow_batch(df, self.stage_above_bytes) as batch:
             self._write_arrow(name, batch.data, mode, commit, **table_opts)
@@ -237,6 +247,26 @@ class DeltaRsStore:
         if table is None:
             raise LookupError(f"table {name} does not exist in {self.lake}")
         return table
+
+
+def _where_predicate(where: dict[str, list]) -> str:
+    """``(a = 1 AND b IS NULL) OR (...)``: one conjunction per value tuple."""
+    columns = list(where)
+    tuples = zip(*(where[c] for c in columns))
+    return " OR ".join("(" + " AND ".join(_equals(c, v) for c, v in zip(columns, values)) + ")" for values in tuples)
+
+
+def _equals(column: str, value) -> str:
+    name = f"`{column}`"
+    if value is None:
+        return f"{name} IS NULL"
+    if isinstance(value, bool):
+        return f"{name} = {str(value).lower()}"
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return f"{name} = {value!r}"
+    if isinstance(value, str):
+        return f"{name} = '" + value.replace("'", "''") + "'"
+    raise ValueError(f"no SQL literal for {value!r} of column {column}")
 
 
 def _creation(path: str) -> tuple[int, int] | None:
