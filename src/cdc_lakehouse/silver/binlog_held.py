@@ -40,12 +40,13 @@ def assemble(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame |
 
 
 def touched(new_events: DataFrame, events: DataFrame) -> DataFrame:
-    """(server_id, begin_lsn) of each transaction a new event belongs to."""
+    """(server_id, begin_lsn) of each transaction a new event belongs to. ``new_events`` may
+    be a stream (Databricks): it is deduplicated, never aggregated, which append mode allows."""
     tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
     return (
-        new_events.select("server_id", "file", "pos").distinct()
+        new_events.select("server_id", "file", "pos")
         .join(tagged, ["server_id", "file", "pos"])
-        .select("server_id", "begin_lsn").distinct()
+        .select("server_id", "begin_lsn").dropDuplicates()
     )
 
 

@@ -53,11 +53,7 @@ def binlog_transaction_batch(new_events: DataFrame, all_events: DataFrame, sessi
     """
     if new_events.isStreaming:
         events = bt.distinct_events(all_events)
-        tagged = bt.with_begin(events).select("server_id", "file", "pos", "begin_lsn")
-        touched = new_events.select("server_id", "file", "pos").join(tagged, ["server_id", "file", "pos"])
-        # dropDuplicates, not distinct: a stream deduplicates in append mode, it cannot aggregate.
-        keys = touched.select("server_id", "begin_lsn").dropDuplicates()
-        emitted = keys.join(bt.transactions(events, sessions), ["server_id", "begin_lsn"])
+        emitted = binlog_held.touched(new_events, events).join(bt.transactions(events, sessions), ["server_id", "begin_lsn"])
         counts = change_counts(all_changes)
     else:
         events, txns = binlog_held.assemble(new_events, all_events, sessions)

@@ -70,8 +70,8 @@ class TableStore(Protocol):
     def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
         """Replace the rows whose ``where`` columns hold one of the listed value tuples (the
         ``i``-th values of every column form one tuple; None matches NULL) by ``df``, in one
-        commit; every row of ``df`` must be such a row. Raises ValueError for a value it cannot
-        write as a literal (the caller overwrites instead)."""
+        commit; every row of ``df`` must be such a row. Values are text, whole or finite numbers,
+        booleans or None; ValueError for any other (partition_refresh passes no other)."""
         ...
 
     def list_tables(self) -> list[TableInfo]: ...
