@@ -2,8 +2,8 @@
 held state (silver/binlog_held.py) and of gold's commit point (gold/coherent.py).
 
 Steps: ``open`` (A committed, B open, C committed after B's begin), ``completed`` (B's commit
-lands), ``redelivered`` (A's file again: below the floor, late), ``new`` (D in the next binlog
-file). Each step keeps the update's result and the tables the tests look at, read at that step.
+lands), ``redelivered`` (A's file again: below the floor, late), ``new`` (in the next binlog
+file an empty transaction E, committed with no changes, then D). Each step keeps the update's result and the tables the tests look at, read at that step.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from silver_support import onboarding_for, run_project
 
 STATE = "silver.__flow_state_shop_binlog_changes"
 TRANSACTIONS = "silver.shop_transactions"
+AUDIT_TRANSACTIONS = "gold.audit_transactions"
 CUSTOMER = ["customer_id"]
 
 
@@ -45,7 +46,8 @@ STEPS: list[tuple[str, dict[str, list[dict]]]] = [
               + transaction(300, [(3, "cy")])}),
     ("completed", {"2.jsonl": [event(290, "commit", xid=200)]}),
     ("redelivered", {"1-again.jsonl": transaction(100, [(1, "ann")])}),
-    ("new", {"3.jsonl": transaction(400, [(4, "dee")], file="mysql-bin.000002")}),
+    ("new", {"3.jsonl": transaction(400, [], file="mysql-bin.000002")
+                        + transaction(500, [(4, "dee")], file="mysql-bin.000002")}),
 ]
 
 
@@ -57,6 +59,7 @@ class Step:
     state: list  # rows of the binlog change flow's held state
     transactions: DataFrame  # silver.shop_transactions as of this step
     audited: int  # rows of gold.audit_log
+    audit_transactions: DataFrame | None  # gold.audit_transactions as of this step
 
 
 @dataclass
@@ -80,5 +83,6 @@ def build(spark, root: Path) -> HeldLake:
         store = DeltaRsStore(spark, lake)
         steps[name] = Step(result, _names(store, "silver.shop_customers"), _names(store, "gold.shop_customers"),
                            store.read(STATE).collect() if store.exists(STATE) else [], store.read(TRANSACTIONS),
-                           store.read("gold.audit_log").count() if store.exists("gold.audit_log") else 0)
+                           store.read("gold.audit_log").count() if store.exists("gold.audit_log") else 0,
+                           store.read(AUDIT_TRANSACTIONS) if store.exists(AUDIT_TRANSACTIONS) else None)
     return HeldLake(lake, steps)

@@ -4,6 +4,12 @@ gold stays coherent while a binlog transaction is held."""
 
 from __future__ import annotations
 
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.gold.audit import source_transactions
+from cdc_lakehouse.storage import DeltaRsStore
+
 AUDIT_FLOW = "gold_shop_audit_log"
 REPLICA_FLOW = "gold_shop_customers"
 
@@ -34,3 +40,24 @@ def test_an_update_reads_only_the_new_changes(held_lake):
     assert step.audited == 4
     assert step.result.event(AUDIT_FLOW).rows_read == 1
     assert step.result.event(REPLICA_FLOW).rows_read == 1
+
+
+def _audited_transactions(step) -> dict[str, tuple[int, str]]:
+    return {r["txn_id"]: (r["rows_changed"], r["sequence"]["position"]) for r in step.audit_transactions.collect()}
+
+
+def test_audit_transactions_follow_the_commit_point(held_lake):
+    """A transaction is audited once the point passes it; one without changes too (E)."""
+    steps = held_lake.steps
+    assert [n for n, _ in _audited_transactions(steps["open"]).values()] == [1]
+    assert sorted(n for n, _ in _audited_transactions(steps["completed"]).values()) == [1, 1, 1]
+    assert _audited_transactions(steps["redelivered"]) == _audited_transactions(steps["completed"])
+    assert sorted(n for n, _ in _audited_transactions(steps["new"]).values()) == [0, 1, 1, 1, 1]
+
+
+def test_audit_transactions_kept_update_by_update_equal_one_built_from_the_whole_stream(spark, held_lake):
+    store = DeltaRsStore(spark, held_lake.lake)
+    whole = source_transactions(store.read("silver.shop_transactions"), store.read("silver.shop_changes"),
+                                store.read("gold.replication_watermark"), "shop")
+    assertDataFrameEqual(held_lake.steps["new"].audit_transactions, whole)
+    assert held_lake.steps["new"].audit_transactions.filter(F.col("rows_changed") == 0).count() == 1

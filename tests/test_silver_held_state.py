@@ -59,8 +59,8 @@ def test_assembly_reads_no_bronze_file_when_no_event_is_late(spark, held_lake):
     """The batch's events come from the new rows and the state: all of bronze is not read."""
     store = DeltaRsStore(spark, held_lake.lake)
     bronze = store.read("bronze.shop_binlog_events")
-    landed = bronze.filter("file = 'mysql-bin.000002' AND pos = 410").collect()[0].asDict()
-    new = spark.createDataFrame([{**landed, "pos": 510}], bronze.schema)  # after the floor
+    landed = bronze.filter("file = 'mysql-bin.000002' AND pos = 510").collect()[0].asDict()
+    new = spark.createDataFrame([{**landed, "pos": 610}], bronze.schema)  # after the floor
     events = binlog_held.assembly_events(new, bronze, store.read(STATE))
     assert not set(bronze.inputFiles()) & set(events.inputFiles())
     assert events.count() == 1

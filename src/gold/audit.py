@@ -12,8 +12,10 @@ from cdc_lakehouse.settings import REFRESH_BY_PARTITION, PipelineSettings
 
 settings = PipelineSettings.from_spark(spark)
 AUDIT_LOG_TABLE = inputs.gold_name(settings, AUDIT_LOG.name)
+AUDIT_TRANSACTIONS_TABLE = inputs.gold_name(settings, AUDIT_TRANSACTIONS.name)
 
 dlt.create_streaming_table(**AUDIT_LOG.options(settings.gold))
+dlt.create_streaming_table(**AUDIT_TRANSACTIONS.options(settings.gold))
 
 
 def define_audit_log(source: str) -> None:
@@ -28,14 +30,28 @@ def define_audit_log(source: str) -> None:
                              name=f"gold_{source}_audit_log")
 
 
+def define_audit_transactions(source: str) -> None:
+    """Each update applies the transactions of the source's changes between the old commit point
+    and the new one."""
+    view = f"gold_{source}_audit_transaction_rows"
+
+    @dlt.view(name=view, comment=f"Audit rows of the transactions of {source} that gold takes in this update.")
+    def due():
+        return audit.due_audit_transactions(
+            source_changes_due(dlt.read_stream, dlt.read, settings, source),
+            dlt.read(inputs.transactions_table(settings, source)), dlt.read(inputs.changes_table(settings, source)),
+            audit.watermarks(dlt.read, settings), source,
+        )
+
+    dlt.create_auto_cdc_flow(target=AUDIT_TRANSACTIONS_TABLE, source=view, keys=audit.AUDIT_TRANSACTION_KEYS,
+                             sequence_by=audit.KNOWN, except_column_list=[audit.KNOWN],
+                             name=f"gold_{source}_audit_transactions")
+
+
 for source in inputs.sources(settings):
     if inputs.has_change_stream(settings, source):
         define_audit_log(source)
-
-
-@dlt.materialized_view(**AUDIT_TRANSACTIONS.options(settings.gold))
-def audit_transactions():
-    return audit.audit_transactions(dlt.read, settings)
+        define_audit_transactions(source)
 
 
 @dlt.materialized_view(**AUDIT_CHANGES_BY_USER_DAY.options(settings.gold))
@@ -51,3 +67,4 @@ LAST_CHANGE["table_properties"][REFRESH_BY_PARTITION] = "source,schema,table,key
 @dlt.materialized_view(**LAST_CHANGE)
 def audit_row_last_change():
     return audit.row_last_change(dlt.read(AUDIT_LOG_TABLE))
+

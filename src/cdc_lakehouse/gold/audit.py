@@ -74,7 +74,8 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
 
 
 def audit_transactions(read, settings) -> DataFrame:
-    """``gold.audit_transactions``: every committed transaction up to the watermark."""
+    """``gold.audit_transactions`` as of the watermark, rebuilt from the whole change stream:
+    every committed transaction up to it (what the pipeline's AUTO CDC flows maintain)."""
     points = watermarks(read, settings)
     parts = [
         source_transactions(read(inputs.transactions_table(settings, s)), read(inputs.changes_table(settings, s)), points, s)
@@ -83,20 +84,81 @@ def audit_transactions(read, settings) -> DataFrame:
     return inputs.union_all(parts)
 
 
+# gold.audit_transactions is applied with AUTO CDC, one row per transaction; a later row of a
+# transaction wins when it is later in commit order (a shadow transaction recorded again) or, at
+# one sequence, knows more of it (its changes, not only its transaction row).
+AUDIT_TRANSACTION_KEYS = ["source", "txn_id"]
+KNOWN = "__known"  # the AUTO CDC sequence of an audit transaction row
+
+
 def source_transactions(transactions: DataFrame, changes: DataFrame, points: DataFrame, source: str) -> DataFrame:
-    point = points.filter(F.col("source") == source).select(F.col("sequence").alias("__point"))
-    # The sequence of the changes applied is authoritative; a transaction without changes (DDL)
-    # has its own.
-    per_txn = changes.join(point, F.col("sequence") <= F.col("__point")).groupBy("txn_id").agg(
+    point = _point(points, source)
+    per_txn = _change_facts(changes.join(point, F.col("sequence") <= F.col("__point")))
+    committed = transactions.filter(F.col("status") == "committed").join(per_txn, "txn_id", "left")
+    return _audit_transaction_rows(_sequenced(committed).join(point, F.col("sequence") <= F.col("__point")))
+
+
+def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, points: DataFrame,
+                           source: str) -> DataFrame:
+    """The audit transaction rows, with ``KNOWN``, that the changes ``due`` now bring
+    (coherent.due_changes): their transactions, plus the committed transactions without changes
+    (DDL, empty ones) up to the commit point, which AUTO CDC takes once. The transaction rows
+    are looked up in ``transactions`` (one narrow row per transaction); the change stream is
+    not read. The streaming form (Databricks) joins the due changes to ``source_transactions``
+    of all of ``changes`` instead."""
+    if due.isStreaming:
+        rows = _streamed_due_transactions(due, transactions, changes, points, source)
+    else:
+        committed = transactions.filter(F.col("status") == "committed")
+        facts = _change_facts(due).persist()
+        with_changes = committed.join(F.broadcast(facts), "txn_id")
+        without = (_without_changes(committed, points, source).join(facts, "txn_id", "left_anti")
+                   .withColumn("__change_sequence", F.lit(None)))
+        rows = _audit_transaction_rows(_sequenced(with_changes.unionByName(without, allowMissingColumns=True)))
+    from_changes = F.col("rows_changed") > 0
+    return rows.withColumn(KNOWN, F.struct(F.col("sequence").alias("sequence"), from_changes.alias("from_changes"),
+                                            F.size("anomalies").alias("anomalies")))
+
+
+def _streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, points: DataFrame,
+                               source: str) -> DataFrame:
+    """A streamed micro-batch allows no aggregation: each due change selects its transaction's
+    row of ``source_transactions``, and a transaction without changes rides along with the
+    first micro-batch after it (streaming dropDuplicates keeps what it emitted)."""
+    every = source_transactions(transactions, changes, points, source)
+    triggered = due.select("txn_id").join(every, "txn_id")
+    riding = due.select(F.lit(source).alias("source")).join(every.filter(F.col("rows_changed") == 0), "source")
+    return triggered.unionByName(riding).dropDuplicates(["txn_id", "sequence"])
+
+
+def _point(points: DataFrame, source: str) -> DataFrame:
+    return points.filter(F.col("source") == source).select(F.col("sequence").alias("__point"))
+
+
+def _change_facts(changes: DataFrame) -> DataFrame:
+    """Per transaction, from its changes: the sequence applied and its anomalies."""
+    return changes.groupBy("txn_id").agg(
         F.max("sequence").alias("__change_sequence"),
         F.array_sort(F.array_distinct(F.flatten(F.collect_list("anomalies")))).alias("anomalies"),
     )
-    committed = transactions.filter(F.col("status") == "committed").join(per_txn, "txn_id", "left")
+
+
+def _without_changes(committed: DataFrame, points: DataFrame, source: str) -> DataFrame:
     own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
-    with_sequence = committed.withColumn("sequence", F.coalesce("__change_sequence", own))
-    pinned = with_sequence.join(point, F.col("sequence") <= F.col("__point"))
+    return (committed.filter(F.col("rows_changed") == 0).join(_point(points, source), own <= F.col("__point"))
+            .drop("__point"))
+
+
+def _sequenced(committed: DataFrame) -> DataFrame:
+    """The sequence of the changes applied is authoritative; a transaction without changes (DDL)
+    has its own."""
+    own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
+    return committed.withColumn("sequence", F.coalesce("__change_sequence", own))
+
+
+def _audit_transaction_rows(txns: DataFrame) -> DataFrame:
     duration = (F.unix_micros("commit_ts") - F.unix_micros("begin_ts")) / 1e6
-    return pinned.select(
+    return txns.select(
         "source", "txn_id", "commit_ts", "begin_ts", duration.alias("duration_s"), "sequence", "user", "role",
         "client", "application", "tables", "rows_changed", "inserts", "updates", "deletes",
         F.coalesce("anomalies", F.array().cast("array<string>")).alias("anomalies"),
