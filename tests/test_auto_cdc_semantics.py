@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, distinct_events
+from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, CdcSpec, distinct_events, prepare_changes
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
@@ -64,6 +64,20 @@ def test_a_clash_on_a_floating_point_key_names_the_likely_cause(spark):
                                      f"id double, value string, {SEQ} long, {TRUNCATE} boolean")
     with pytest.raises(CdcInputError, match=r"share a key .* key column\(s\) \['id'\] hold floating-point numbers"):
         distinct_events(prepared, ["id"])
+
+
+def test_the_batch_facts_job_finds_a_clash_and_a_redelivery_is_none(spark):
+    """One job finds the NULLs, the key range and any clash; a change delivered twice is one."""
+    spec = CdcSpec(keys=["id"], sequence_by="seq")
+    rows = [(1, "a", 1), (1, "a", 1), (2, "b", 1)]
+    prepared, _, facts = prepare_changes(spark.createDataFrame(rows, "id int, value string, seq int"), spec)
+    assert (facts.rows, facts.low, facts.high, facts.clashes) == (2, 1, 2, False)
+    assert distinct_events(prepared, ["id"], facts).count() == 2
+    clash = spark.createDataFrame([*rows, (2, "c", 1)], "id int, value string, seq int")
+    prepared, _, facts = prepare_changes(clash, spec)
+    assert facts.clashes
+    with pytest.raises(CdcInputError, match=r"share a key and a sequence value: \{'id': 2"):
+        distinct_events(prepared, ["id"], facts)
 
 
 def test_null_sequence_is_a_clear_error(spark, landing, lake):

@@ -99,11 +99,13 @@ def _as_column(expr: str | Column) -> Column:
 # -- preparing a batch ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchFacts:
-    """What one pass over a prepared batch finds: its rows and the range of its first key."""
+    """What one pass over a prepared batch finds: its rows, the range of its first key, and
+    whether two of its changes share a key and a sequence value."""
 
     rows: int
     low: object
     high: object
+    clashes: bool = False
 
 
 def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[str], BatchFacts]:
@@ -137,7 +139,7 @@ def _comparable(df: DataFrame) -> list[str]:
 
 
 def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:
-    """NULL checks and the key range, in one job."""
+    """NULL checks, the key range and whether any (key, sequence) repeats, in one job."""
     not_truncate = ~F.col(TRUNCATE)
     null_key = F.lit(False)
     for k in keys:
@@ -148,18 +150,22 @@ def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:
         F.min(F.when(not_truncate, F.col(keys[0]))).alias("low"),
         F.max(F.when(not_truncate, F.col(keys[0]))).alias("high"),
         F.count(F.when(not_truncate, F.lit(1))).alias("rows"),
+        F.count_distinct(F.when(not_truncate, F.struct(*keys, SEQ))).alias("pairs"),
     ).first()
     if found["null_seq"]:
         raise CdcInputError(f"{found['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
     if found["null_key"]:
         raise CdcInputError(f"{found['null_key']} change row(s) have a NULL key in {keys}")
-    return BatchFacts(int(found["rows"]), found["low"], found["high"])
+    return BatchFacts(int(found["rows"]), found["low"], found["high"], found["pairs"] < found["rows"])
 
 
-def distinct_events(prepared: DataFrame, keys: list[str]) -> DataFrame:
+def distinct_events(prepared: DataFrame, keys: list[str], facts: BatchFacts | None = None) -> DataFrame:
     """The changes of a prepared batch (duplicates already collapsed); two different changes
-    with one key and one sequence value cannot be ordered, which is an error, as in Databricks."""
+    with one key and one sequence value cannot be ordered, which is an error, as in Databricks.
+    ``facts`` (``prepare_changes``) tell whether there are any; only then are they looked up."""
     events = prepared.filter(~F.col(TRUNCATE))
+    if facts is not None and not facts.clashes:
+        return events
     clashes = events.groupBy(*keys, SEQ).count().filter("count > 1").limit(3).collect()
     if clashes:
         shown = ", ".join(str({k: r[k] for k in [*keys, SEQ]}) for r in clashes)
@@ -185,7 +191,7 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     prepared, data, facts = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
-    events = distinct_events(prepared, spec.keys)
+    events = distinct_events(prepared, spec.keys, facts)
     truncates = spec.apply_as_truncates is not None
     if truncates:
         events = events.unionByName(_truncate_deletes(prepared, state, spec, data))
