@@ -7,12 +7,14 @@ plus one marker row per server that records the floor. A batch assembles its new
 that state instead of with all of bronze, so its cost follows what landed and what is held.
 
 The floor of a server is the begin of its first transaction without an end (``open``, or
-``unterminated``: the next boundary seen is another transaction's), or its first row event
-whose begin has not landed; with none, the end of its log. Every transaction below it is
-complete in bronze, so a new event above it never needs one below. A new event *below* it
-(a late file, a re-delivered one) does: such a server is assembled from all of its bronze
-events in that batch, as before state existed; this costs that server's history once, and
-gives the same result (a re-emission at the same sequence, which AUTO CDC applies once).
+``unterminated``: the next boundary seen is another transaction's); with none, the end of its
+log. Every transaction below the floor is complete in bronze, so a new event above it never
+needs one below. A new event *below* it (a late file, a re-delivered one) does: such a server
+is assembled from all of its bronze events in that batch, as before state existed; this costs
+that server's history once, and gives the same result (a re-emission at the same sequence,
+which AUTO CDC applies once). Row events whose begin has not landed are not held either: their
+begin lies below them, so when it lands it is late and finds them in bronze; holding them
+would only keep the state growing for as long as that begin is missing.
 """
 
 from __future__ import annotations
@@ -76,15 +78,9 @@ def held_state(events: DataFrame, txns: DataFrame) -> DataFrame:
 
 def floors_of(events: DataFrame, txns: DataFrame) -> DataFrame:
     """Per server (``server_id``, ``floor``): where its held part of the log starts."""
-    waiting = txns.filter(F.col("status").isin(*HELD)).select("server_id", F.col("begin_lsn").alias("from"))
-    orphans = (
-        bt.with_begin(events, ("begin",))
-        .filter(F.col("type").isin(*bt.ROW_TYPES) & F.col("begin_lsn").isNull())
-        .select("server_id", F.col("lsn").alias("from"))
-    )
-    held_from = waiting.unionByName(orphans).groupBy("server_id").agg(F.min("from").alias("from"))
+    waiting = txns.filter(F.col("status").isin(*HELD)).groupBy("server_id").agg(F.min("begin_lsn").alias("from"))
     ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"))
-    return ends.join(F.broadcast(held_from), "server_id", "left").select(
+    return ends.join(F.broadcast(waiting), "server_id", "left").select(
         "server_id", F.coalesce("from", "end").alias("floor")
     )
 
