@@ -142,11 +142,6 @@ def _rounds(ops: DataFrame) -> int:
     return min(KEY_CHANGE_ROUNDS, ops.filter("rename_in").count() + 1)
 
 
-def all_operations(all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
-    """Every committed operation of the whole history."""
-    return operations(distinct_changes(all_changes), latest_transactions(all_txns))
-
-
 def touched_transactions(new_changes: DataFrame, new_txns: DataFrame, txns: DataFrame) -> DataFrame:
     """(txn_id) of each committed transaction (``txns``) a new change or transaction row belongs to."""
     ids = new_changes.select("txn_id").unionByName(new_txns.select("txn_id")).distinct()
@@ -188,7 +183,8 @@ def emitted(folded: DataFrame, touched: DataFrame | None = None) -> DataFrame:
 def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
     """The streaming form (silver/arrivals.py): every committed transaction's net changes, rebuilt
     from the whole history, joined to the new change or transaction rows that complete them."""
-    net = emitted(full_rows(all_operations(all_changes, all_txns), streaming=True))
+    ops = operations(distinct_changes(all_changes), latest_transactions(all_txns))
+    net = emitted(full_rows(ops, streaming=True))
     lines = all_changes.select("txn_id", *arrivals.ARRIVAL).unionByName(all_txns.select("txn_id", *arrivals.ARRIVAL))
     new_lines = new_changes.select(*arrivals.ARRIVAL).unionByName(new_txns.select(*arrivals.ARRIVAL))
     return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")

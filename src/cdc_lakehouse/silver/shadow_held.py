@@ -58,7 +58,10 @@ def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFr
 
 def assemble(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
              previous: DataFrame | None) -> tuple[DataFrame, DataFrame]:
-    """The batch's net changes and the state to keep, given the ``previous`` state."""
+    """The batch's net changes and the state to keep, given the ``previous`` state. With state,
+    of bronze only the transaction rows are read (a semi join on the narrow transactions table
+    for the batch's transactions, an anti join for transactions recorded again); all of
+    ``all_changes`` only where the batch falls back to the history."""
     if previous is None:
         return _from_history(new_changes, new_txns, all_changes, all_txns)
     held = new_changes.unionByName(_pending(previous), allowMissingColumns=True).select(*new_changes.columns)
