@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import arrivals, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.silver import shadow_changes
+from cdc_lakehouse.silver import shadow_changes, shadow_held
 from cdc_lakehouse.silver.binlog_changes import net_changes
 from cdc_lakehouse.silver.net_change import changed_columns
 
@@ -65,11 +65,13 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
 def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
     """Net changes of every committed transaction a new change row or transaction row belongs to.
     A change whose transaction row has not arrived is held; a transaction recorded again with a
-    later ``end_ts`` is emitted again at its new commit time (the latest recording wins)."""
+    later ``end_ts`` is emitted again at its new commit time (the latest recording wins). Where
+    the runtime keeps flow state, the batch folds onto the held state (silver/shadow_held.py)
+    instead of reading all of ``all_changes``."""
     if new_changes.isStreaming or new_txns.isStreaming:
         net = shadow_changes.streamed_net_changes(new_changes, new_txns, all_changes, all_txns)
     else:
-        net = shadow_changes.net_changes(new_changes, new_txns, all_changes, all_txns)
+        net = shadow_held.net_changes(new_changes, new_txns, all_changes, all_txns)
     sequence = F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"))
     return to_change_stream(net, "shadow", sequence)
 

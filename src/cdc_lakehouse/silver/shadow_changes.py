@@ -142,13 +142,19 @@ def _rounds(ops: DataFrame) -> int:
     return min(KEY_CHANGE_ROUNDS, ops.filter("rename_in").count() + 1)
 
 
-def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
-    """Net changes of every committed transaction that a new change row or a new transaction
-    row belongs to. Only the history of the rows those transactions touch is rebuilt."""
+def touched_transactions(new_changes: DataFrame, new_txns: DataFrame, txns: DataFrame) -> DataFrame:
+    """(txn_id) of each committed transaction (``txns``) a new change or transaction row belongs to."""
+    ids = new_changes.select("txn_id").unionByName(new_txns.select("txn_id")).distinct()
+    return ids.join(txns.select("txn_id"), "txn_id")
+
+
+def history_fold(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The whole history of every row a transaction that a new change or transaction row belongs
+    to touches, folded (``full_rows``), and (txn_id) of those transactions."""
     txns = latest_transactions(all_txns)
-    touched = new_changes.select("txn_id").unionByName(new_txns.select("txn_id")).distinct().join(txns, "txn_id")
+    touched = touched_transactions(new_changes, new_txns, txns)
     changes = distinct_changes(all_changes)
-    touched_rows = changes.join(touched.select("txn_id"), "txn_id").select(
+    touched_rows = changes.join(touched, "txn_id").select(
         F.col("schema").alias("t_schema"), F.col("table").alias("t_table"), F.explode(F.array_compact(F.array(
             keys.from_json_object(F.col("key")), F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key")))
         ))).alias("row_key"),
@@ -157,20 +163,34 @@ def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFr
     rows_keys = touched_rows.select(F.col("t_schema").alias("schema"), F.col("t_table").alias("table"),
                                     F.col("row_key").alias("key"))
     history = ops.join(_with_key_chains(rows_keys, changes), ["schema", "table", "key"], "left_semi")
-    return _combined(full_rows(history).filter("emit").join(touched.select("txn_id"), "txn_id", "left_semi"))
+    return full_rows(history), touched
+
+
+def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+    """Net changes of every committed transaction that a new change row or a new transaction
+    row belongs to. Only the history of the rows those transactions touch is rebuilt."""
+    return emitted(*history_fold(new_changes, new_txns, all_changes, all_txns))
+
+
+def emitted(folded: DataFrame, touched: DataFrame | None = None) -> DataFrame:
+    """The net changes of the folded operations that are emitted (not a key change's delete at
+    its old key, nor a row image standing for earlier history), of the ``touched`` transactions
+    (txn_id) only when given."""
+    rows = folded.filter("emit")
+    return combined(rows if touched is None else rows.join(touched, "txn_id", "left_semi"))
 
 
 def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
     """The streaming form (silver/arrivals.py): every committed transaction's net changes, rebuilt
     from the whole history, joined to the new change or transaction rows that complete them."""
     ops = operations(distinct_changes(all_changes), latest_transactions(all_txns))
-    net = _combined(full_rows(ops, streaming=True).filter("emit"))
+    net = emitted(full_rows(ops, streaming=True))
     lines = all_changes.select("txn_id", *arrivals.ARRIVAL).unionByName(all_txns.select("txn_id", *arrivals.ARRIVAL))
     new_lines = new_changes.select(*arrivals.ARRIVAL).unionByName(new_txns.select(*arrivals.ARRIVAL))
     return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")
 
 
-def _combined(rows: DataFrame) -> DataFrame:
+def combined(rows: DataFrame) -> DataFrame:
     """The net change per transaction and row of the emitted operations, images as JSON objects."""
     shaped = rows.select(
         "_source", *TXN_COLUMNS[1:], "schema", "table", "ord", "op", "key", "old_key",

@@ -1,0 +1,193 @@
+"""Shadow transaction assembly from held state (silver/shadow_held.py): a batch folds its new
+change rows onto the held images instead of the whole history, holds change rows whose
+transaction row has not arrived, and where input is late, recorded again or delivered again
+gives what assembling from all of bronze gives.
+
+One small lake, one table ``t`` (key ``id``), updated step by step (each step one pipeline
+update of bronze and silver):
+
+* ``held``: T1 inserts rows 1 and 2; T2 updates row 1, but T2's transaction row is not there;
+* ``arrived``: T2's transaction row lands; T3 updates a column of row 2;
+* ``renamed``: T4 changes row 1's key to 3;
+* ``late``: L, committed between T2 and T3, updates row 2 (late: before row 2's image);
+* ``recorded_again``: T3 is recorded again with a later end_ts;
+* ``redelivered``: the first change file again, under another name;
+* ``new``: T6 updates rows 2 and 3.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.silver import shadow_held
+from cdc_lakehouse.silver.change_stream import shadow_change_batch
+from cdc_lakehouse.storage import DeltaRsStore
+from silver_support import run_project
+
+SOURCE = "src"
+STATE = f"silver.__flow_state_{SOURCE}_shadow_changes"
+CHANGES, TXNS = f"bronze.{SOURCE}_shadow_changes", f"bronze.{SOURCE}_shadow_transactions"
+EXCEPT = ["__op", "__sequence", "__commit_ts", "__txn_id"]
+
+
+def _flow() -> dict:
+    return {
+        "data_flow_id": "1", "data_flow_group": "g", "source_format": "cloudFiles",
+        "source_details": {"source_database": "app", "source_table": "t"},
+        "bronze_database_dev": "bronze", "bronze_table": f"{SOURCE}_t",
+        "silver_database_dev": "silver", "silver_table": f"{SOURCE}_t",
+        "silver_cdc_apply_changes": {"keys": ["id"], "sequence_by": "__sequence", "scd_type": "1",
+                                     "apply_as_deletes": "__op = 'DELETE'", "except_column_list": EXCEPT},
+        "cdc_lakehouse": {"capture": "shadow", "source": SOURCE},
+    }
+
+
+def _txn(txn: str, at: str) -> dict:
+    """``at``: seconds past 09:00, with microseconds."""
+    return {"txn_id": txn, "end_ts": f"2026-03-02T09:00:{at}Z", "db_user": "u", "db_role": "r",
+            "client": None, "application": None}
+
+
+def _op(txn: str, at: str, op: str, key: int, values: dict | None = None, old: int | None = None) -> dict:
+    return {"txn_id": txn, "op_ts": f"2026-03-02T09:00:{at}Z", "op_seq": 1, "op": op, "key": {"id": key},
+            "old_key": None if old is None else {"id": old}, "values": values}
+
+
+FIRST_CHANGES = [
+    _op("T1", "01.000000", "I", 1, {"id": 1, "a": "x", "b": "b0"}),
+    _op("T1", "01.000000", "I", 2, {"id": 2, "a": "y", "b": "b1"}),
+    _op("T2", "02.000000", "U", 1, {"a": "x2"}),
+]
+# Per step: the files it lands, by folder ("_transactions" or the table's).
+STEPS: list[tuple[str, dict[str, dict[str, list[dict]]]]] = [
+    ("held", {"_transactions": {"t1.jsonl": [_txn("T1", "01.000000")]}, "t": {"c1.jsonl": FIRST_CHANGES}}),
+    ("arrived", {"_transactions": {"t2.jsonl": [_txn("T2", "02.000000"), _txn("T3", "03.000000")]},
+                 "t": {"c2.jsonl": [_op("T3", "03.000000", "U", 2, {"b": "b2"})]}}),
+    ("renamed", {"_transactions": {"t3.jsonl": [_txn("T4", "04.000000")]},
+                 "t": {"c3.jsonl": [_op("T4", "04.000000", "U", 3, {"id": 3}, old=1)]}}),
+    ("late", {"_transactions": {"t4.jsonl": [_txn("L", "02.500000")]},
+              "t": {"c4.jsonl": [_op("L", "02.500000", "U", 2, {"a": "late"})]}}),
+    ("recorded_again", {"_transactions": {"t5.jsonl": [_txn("T3", "09.000000")]}}),
+    ("redelivered", {"t": {"c1-again.jsonl": FIRST_CHANGES}}),
+    ("new", {"_transactions": {"t6.jsonl": [_txn("T6", "11.000000")]},
+             "t": {"c6.jsonl": [_op("T6", "11.000000", "U", 2, {"a": "a6"}), _op("T6", "11.000000", "U", 3, {"b": "b6"})]}}),
+]
+
+
+@dataclass
+class Step:
+    files: list[str]  # the landing files' names
+    replica: dict[int, tuple]  # id -> (a, b) in silver.src_t
+    state: list  # the flow's held state
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
+    root = tmp_path_factory.mktemp("shadow_held")
+    landing, lake = root / "landing", root / "lake"
+    (root / "onboarding.yml").write_text(yaml.safe_dump([_flow()]))
+    shadow = landing / SOURCE / "shadow"
+    folders = {"_transactions": shadow / "_transactions", "t": shadow / table_folder("app", "t")}
+    steps = {}
+    for name, landed in STEPS:
+        for folder, files in landed.items():
+            for file, rows in files.items():
+                _write(folders[folder] / file, rows)
+        run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
+        store = DeltaRsStore(spark, lake)
+        replica = {r["id"]: (r["a"], r["b"]) for r in store.read(f"silver.{SOURCE}_t").collect()}
+        steps[name] = Step([f for files in landed.values() for f in files], replica, store.read(STATE).collect())
+    return lake, steps
+
+
+def _pending(step: Step) -> list[str]:
+    return sorted(r["txn_id"] for r in step.state if r["kind"] == shadow_held.PENDING)
+
+
+def _images(step: Step) -> dict[str, dict | None]:
+    return {r["key"]: r["image"] and dict(r["image"]) for r in step.state if r["kind"] == shadow_held.IMAGE}
+
+
+def test_a_change_whose_transaction_row_has_not_arrived_is_held_then_applied(held):
+    _, steps = held
+    assert steps["held"].replica == {1: ("x", "b0"), 2: ("y", "b1")}
+    assert _pending(steps["held"]) == ["T2"]
+    assert steps["arrived"].replica[1] == ("x2", "b0")
+    assert _pending(steps["arrived"]) == []
+
+
+def test_partial_updates_rebuild_full_rows_from_the_held_images(held):
+    _, steps = held
+    assert steps["arrived"].replica == {1: ("x2", "b0"), 2: ("y", "b2")}
+    assert _images(steps["arrived"]) == {'{"id":"1"}': {"id": "1", "a": '"x2"', "b": '"b0"'},
+                                         '{"id":"2"}': {"id": "2", "a": '"y"', "b": '"b2"'}}
+
+
+def test_a_key_change_continues_the_old_keys_held_image(held):
+    _, steps = held
+    assert steps["renamed"].replica == {2: ("y", "b2"), 3: ("x2", "b0")}
+    images = _images(steps["renamed"])
+    assert images['{"id":"1"}'] is None  # a tombstone: the old key's history ended at the key change
+    assert images['{"id":"3"}'] == {"id": "3", "a": '"x2"', "b": '"b0"'}
+
+
+def test_late_recorded_again_and_redelivered_input_then_new_input_apply_as_from_history(held):
+    _, steps = held
+    assert steps["late"].replica == {2: ("y", "b2"), 3: ("x2", "b0")}  # L is older than T3
+    assert steps["recorded_again"].replica == {2: ("late", "b2"), 3: ("x2", "b0")}  # T3 now after L
+    assert steps["redelivered"].replica == steps["recorded_again"].replica
+    assert steps["new"].replica == {2: ("a6", "b2"), 3: ("x2", "b6")}
+    assert _pending(steps["new"]) == []
+
+
+def test_the_change_stream_batch_by_batch_equals_the_one_assembled_from_all_of_bronze(spark, held):
+    """Each update's changes as ``shadow_changes.net_changes`` (no flow state here) gives them
+    from the bronze rows landed up to that update."""
+    lake, steps = held
+    store = DeltaRsStore(spark, lake)
+    changes, txns = store.read(CHANGES).filter("_onboarded"), store.read(TXNS)
+    name = F.element_at(F.split("_source_file", "/"), -1)
+    expected, landed = None, []
+    for step, _ in STEPS:
+        new = steps[step].files
+        landed += new
+        batch = shadow_change_batch(changes.filter(name.isin(new)), txns.filter(name.isin(new)),
+                                    changes.filter(name.isin(landed)), txns.filter(name.isin(landed)))
+        expected = batch if expected is None else expected.unionByName(batch)
+    stream = store.read(f"silver.{SOURCE}_changes")
+    assertDataFrameEqual(stream, expected.select(*stream.columns))
+
+
+def test_a_batch_of_new_rows_reads_no_bronze_change_row(spark, held):
+    """The batch's operations come from its new rows and the state: a read of the bronze change
+    rows would fail the batch."""
+    lake, _ = held
+    store = DeltaRsStore(spark, lake)
+    changes, txns = store.read(CHANGES), store.read(TXNS)
+    unread = changes.filter(F.raise_error(F.lit("the bronze change rows were read")).isNull())
+    template_change = changes.filter("txn_id = 'T6'").first().asDict()
+    template_txn = txns.filter("txn_id = 'T6'").first().asDict()
+    new_change = spark.createDataFrame(
+        [{**template_change, "txn_id": "T7", "key": '{"id": 2}', "values": '{"b": "b7"}', "_source_file": "new", "_line": 1}],
+        changes.schema)
+    new_txn = spark.createDataFrame([{**template_txn, "txn_id": "T7", "_source_file": "new", "_line": 1}], txns.schema)
+    new_txn = new_txn.withColumn("end_ts", F.col("end_ts") + F.expr("INTERVAL 1 SECOND"))
+    net, kept = shadow_held.assemble(new_change, new_txn, unread, txns.unionByName(new_txn), store.read(STATE))
+    rows = net.select("txn_id", "key", "op", "row", "before").collect()
+    assert [r.asDict() for r in rows] == [{"txn_id": "T7", "key": '{"id":"2"}', "op": "UPDATE",
+                                          "row": '{"id":2,"a":"a6","b":"b7"}', "before": '{"id":2,"a":"a6","b":"b2"}'}]
+    images = {r["key"]: dict(r["image"]) for r in kept.filter(F.col("kind") == shadow_held.IMAGE).collect() if r["image"]}
+    assert images['{"id":"2"}'] == {"id": "2", "a": '"a6"', "b": '"b7"'}
