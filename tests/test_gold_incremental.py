@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.gold.audit import source_transactions
+from cdc_lakehouse.gold.audit import source_transactions, streamed_due_transactions
 from cdc_lakehouse.storage import DeltaRsStore
 
 AUDIT_FLOW = "gold_shop_audit_log"
@@ -61,3 +61,13 @@ def test_audit_transactions_kept_update_by_update_equal_one_built_from_the_whole
                                 store.read("gold.replication_watermark"), "shop")
     assertDataFrameEqual(held_lake.steps["new"].audit_transactions, whole)
     assert held_lake.steps["new"].audit_transactions.filter(F.col("rows_changed") == 0).count() == 1
+
+
+def test_the_streaming_form_carries_transactions_without_changes_with_the_next_change(spark, held_lake):
+    """On Databricks a micro-batch cannot aggregate: each due change brings its transaction and
+    the ones without changes just before it (E rides with D)."""
+    store = DeltaRsStore(spark, held_lake.lake)
+    changes, txns = store.read("silver.shop_changes"), store.read("silver.shop_transactions")
+    points = store.read("gold.replication_watermark")
+    whole = source_transactions(txns, changes, points, "shop")
+    assertDataFrameEqual(streamed_due_transactions(changes, txns, changes, points, "shop"), whole)

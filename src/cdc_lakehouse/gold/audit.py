@@ -6,7 +6,7 @@ replicas do not show yet.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import images, inputs
@@ -107,10 +107,10 @@ def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: Dat
     not read. The streaming form (Databricks) joins the due changes to ``source_transactions``
     of all of ``changes`` instead."""
     if due.isStreaming:
-        rows = _streamed_due_transactions(due, transactions, changes, points, source)
+        rows = streamed_due_transactions(due, transactions, changes, points, source)
     else:
         committed = transactions.filter(F.col("status") == "committed")
-        facts = _change_facts(due).persist()
+        facts = _change_facts(due)
         with_changes = committed.join(F.broadcast(facts), "txn_id")
         without = (_without_changes(committed, points, source).join(facts, "txn_id", "left_anti")
                    .withColumn("__change_sequence", F.lit(None)))
@@ -120,15 +120,19 @@ def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: Dat
                                             F.size("anomalies").alias("anomalies")))
 
 
-def _streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, points: DataFrame,
+def streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, points: DataFrame,
                                source: str) -> DataFrame:
-    """A streamed micro-batch allows no aggregation: each due change selects its transaction's
-    row of ``source_transactions``, and a transaction without changes rides along with the
-    first micro-batch after it (streaming dropDuplicates keeps what it emitted)."""
+    """A streamed micro-batch allows no aggregation: each due change selects the rows of
+    ``source_transactions`` it carries, its own transaction's and those of the transactions
+    without changes just before it in commit order (streaming dropDuplicates keeps one of
+    each)."""
     every = source_transactions(transactions, changes, points, source)
-    triggered = due.select("txn_id").join(every, "txn_id")
-    riding = due.select(F.lit(source).alias("source")).join(every.filter(F.col("rows_changed") == 0), "source")
-    return triggered.unionByName(riding).dropDuplicates(["txn_id", "sequence"])
+    # In reverse commit order, the nearest transaction with changes at or after each one.
+    after = Window.partitionBy("source").orderBy(F.col("sequence").desc()).rowsBetween(Window.unboundedPreceding, 0)
+    carrier = F.last(F.when(F.col("rows_changed") > 0, F.col("txn_id")), ignorenulls=True).over(after)
+    carried = every.withColumn("__carrier", F.coalesce(carrier, F.col("txn_id")))
+    rows = due.select(F.col("txn_id").alias("__carrier")).join(carried, "__carrier").drop("__carrier")
+    return rows.dropDuplicates(["txn_id", "sequence"])
 
 
 def _point(points: DataFrame, source: str) -> DataFrame:
@@ -143,17 +147,20 @@ def _change_facts(changes: DataFrame) -> DataFrame:
     )
 
 
+def _own_sequence() -> Column:
+    """A transaction's own place in commit order, as its changes carry it."""
+    return F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
+
+
 def _without_changes(committed: DataFrame, points: DataFrame, source: str) -> DataFrame:
-    own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
-    return (committed.filter(F.col("rows_changed") == 0).join(_point(points, source), own <= F.col("__point"))
+    return (committed.filter(F.col("rows_changed") == 0).join(_point(points, source), _own_sequence() <= F.col("__point"))
             .drop("__point"))
 
 
 def _sequenced(committed: DataFrame) -> DataFrame:
     """The sequence of the changes applied is authoritative; a transaction without changes (DDL)
     has its own."""
-    own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
-    return committed.withColumn("sequence", F.coalesce("__change_sequence", own))
+    return committed.withColumn("sequence", F.coalesce("__change_sequence", _own_sequence()))
 
 
 def _audit_transaction_rows(txns: DataFrame) -> DataFrame:
