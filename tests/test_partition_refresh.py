@@ -3,12 +3,16 @@ the view equals its query over all of its input, whichever way the runtime refre
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from cdc_lakehouse.runtime.partition_refresh import partition_expressions
 from cdc_lakehouse.runtime.runner import run_pipeline
+from cdc_lakehouse.settings import REFRESH_BY_PARTITION
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
 
@@ -51,6 +55,22 @@ def test_new_input_recomputes_only_its_partitions_and_equals_a_full_recompute(sp
     # Written: the rows of the touched partitions (a, c, NULL) in place of theirs, not the view.
     commit = DeltaRsStore(spark, lake).delta_table(VIEW).history(1)[0]
     assert commit["operationParameters"]["predicate"] and commit["operationMetrics"]["num_added_rows"] == 6
+
+
+def test_a_partition_column_derived_from_the_input_row_restricts_the_refresh(spark, first, lake):
+    deliver(first, "2", [("a", 12, 2.0), ("b", 5, 1.0)])  # a new bucket of a, b's first bucket again
+    result = run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)})
+    assert result.event("silver.reading_buckets").message.startswith("recomputed the partitions (sensor, bucket)")
+    store = DeltaRsStore(spark, lake)
+    readings = store.read("staging.readings")
+    everything = readings.groupBy("sensor", F.floor(F.col("at") / 10).alias("bucket")).agg(
+        F.count(F.lit(1)).alias("readings"), F.sum("value").alias("total"))
+    assertDataFrameEqual(store.read("silver.reading_buckets"), everything)
+
+
+def test_partition_columns_are_names_or_expressions_over_the_input_row():
+    target = SimpleNamespace(table_properties={REFRESH_BY_PARTITION: " source, day=to_date(commit_ts), b=coalesce(x, y)"})
+    assert partition_expressions(target) == {"source": "`source`", "day": "to_date(commit_ts)", "b": "coalesce(x, y)"}
 
 
 def test_an_update_without_new_input_keeps_the_view(spark, first, lake):

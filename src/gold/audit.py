@@ -54,12 +54,17 @@ for source in inputs.sources(settings):
         define_audit_transactions(source)
 
 
-@dlt.materialized_view(**AUDIT_CHANGES_BY_USER_DAY.options(settings.gold))
+# Per group: an update recomputes the groups (day, user, role, table) with new audit rows, and
+# per row the rows whose keys have new audit rows (runtime/partition_refresh.py).
+BY_USER_DAY = AUDIT_CHANGES_BY_USER_DAY.options(settings.gold)
+BY_USER_DAY["table_properties"][REFRESH_BY_PARTITION] = "source,user,role,schema,table,day=to_date(commit_ts)"
+
+
+@dlt.materialized_view(**BY_USER_DAY)
 def audit_changes_by_user_day():
     return audit.changes_by_user_day(dlt.read(AUDIT_LOG_TABLE))
 
 
-# Per row: an update recomputes the rows whose keys have new audit rows (runtime/partition_refresh.py).
 LAST_CHANGE = AUDIT_ROW_LAST_CHANGE.options(settings.gold)
 LAST_CHANGE["table_properties"][REFRESH_BY_PARTITION] = "source,schema,table,key"
 

@@ -6,7 +6,9 @@ local runtime does the same for a view that names those columns in the table pro
 ``cdc_lakehouse.refresh.partition_by`` (comma-separated; on Databricks it is a plain table
 property). The view must read exactly one table, which has those columns, and each output row
 must keep its partition's values in the columns of the same names; one that reads a pipeline
-view (``@dlt.view``) is always recomputed in full.
+view (``@dlt.view``) is always recomputed in full. A partition column the view derives from an
+input row is named with its SQL expression over the input, ``day=to_date(commit_ts)``: the
+output's ``day`` holds that expression's value for every input row of the partition.
 
 The view's checkpoint records, per refresh, the input table's version and the fingerprint of
 the view's definition (fingerprint.py). When the input only grew since then (appends, as a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -38,8 +41,28 @@ class FullRefreshNeeded(Exception):
 
 
 def partition_columns(target) -> list[str]:
+    """The output columns the view is partitioned by (``name`` or ``name=expression``)."""
+    return list(partition_expressions(target))
+
+
+def partition_expressions(target) -> dict[str, str]:
+    """Each partition column's SQL expression over the input row (its own name when plain)."""
     value = str(target.table_properties.get(REFRESH_BY_PARTITION, "")).strip()
-    return [c.strip() for c in value.split(",") if c.strip()]
+    # Split at the commas between columns, not those inside an expression's parentheses.
+    parts, depth, current = [], 0, ""
+    for char in value:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    found = {}
+    for part in filter(None, (p.strip() for p in parts)):
+        name, _, expression = part.partition("=")
+        found[name.strip()] = expression.strip() or f"`{name.strip()}`"
+    return found
 
 
 @dataclass
@@ -48,16 +71,21 @@ class Partitions:
 
     table: str
     version: int
-    columns: list[str]
+    expressions: dict[str, str]  # partition column -> its expression over an input row
     touched: DataFrame
     small: bool
 
+    @property
+    def columns(self) -> list[str]:
+        return list(self.expressions)
+
     def restrict(self, df: DataFrame) -> DataFrame:
-        """The rows of ``df`` in a touched partition (NULL matches NULL)."""
-        return _join(df, self.touched, self.columns, self.small, "left_semi")
+        """The input rows of ``df`` in a touched partition (NULL matches NULL)."""
+        return _join(df, self.touched, [F.expr(e) for e in self.expressions.values()], self.columns, self.small,
+                     "left_semi")
 
     def keep_untouched(self, view: DataFrame) -> DataFrame:
-        return _join(view, self.touched, self.columns, self.small, "left_anti")
+        return _join(view, self.touched, [view[c] for c in self.columns], self.columns, self.small, "left_anti")
 
     def values(self, limit: int) -> dict[str, list] | None:
         """The touched partitions' values by column (``TableStore.replace_where``), when there
@@ -69,10 +97,12 @@ class Partitions:
         return {c: [r[c] for r in rows] for c in self.columns}
 
 
-def _join(df: DataFrame, touched: DataFrame, columns: list[str], small: bool, how: str) -> DataFrame:
+def _join(df: DataFrame, touched: DataFrame, values: list, columns: list[str], small: bool, how: str) -> DataFrame:
+    """``df`` joined to the touched partitions, ``values`` (columns or expressions of ``df``)
+    matched to ``touched``'s ``columns``."""
     right = touched.select(*[F.col(c).alias(f"__p_{c}") for c in columns])
     right = F.broadcast(right) if small else right
-    condition = [df[c].eqNullSafe(right[f"__p_{c}"]) for c in columns]
+    condition = [v.eqNullSafe(right[f"__p_{c}"]) for v, c in zip(values, columns)]
     return df.join(right, condition, how)
 
 
@@ -82,7 +112,8 @@ class ViewRefresh:
 
     def __init__(self, store, target, batch):
         self.store, self.target, self.batch = store, target, batch
-        self.columns = partition_columns(target)
+        self.expressions = partition_expressions(target)
+        self.columns = list(self.expressions)
         self.partitions = self._plan()
         self.replacing: dict[str, list] | None = None  # the partitions the write replaces
 
@@ -103,9 +134,11 @@ class ViewRefresh:
             appended, rows = self.store.read_appended(table, previous[inputs[0]]["version"], end)
         except StreamingSourceChanged:
             return None
-        if not set(self.columns) <= set(appended.columns):
+        try:
+            touched = appended.select(*[F.expr(e).alias(c) for c, e in self.expressions.items()]).distinct()
+        except AnalysisException:  # the input lacks a column the partitions are made of
             return None
-        return Partitions(table, end, self.columns, appended.select(*self.columns).distinct(), rows <= BROADCAST_ROWS)
+        return Partitions(table, end, self.expressions, touched, rows <= BROADCAST_ROWS)
 
     def read(self, name: str) -> DataFrame:
         """The view's read of table ``name``: all of it, or its touched partitions."""

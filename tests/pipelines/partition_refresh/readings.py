@@ -40,3 +40,15 @@ def recent_readings():
 @dlt.materialized_view(name="silver.recent_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
 def recent_steps():
     return steps(dlt.read("recent_readings"))
+
+
+# A partition column derived from the input: the bucket of ten time units a reading falls in.
+@dlt.materialized_view(name="silver.reading_buckets",
+                       table_properties={REFRESH_BY_PARTITION: "sensor,bucket=floor(at / 10)"})
+def reading_buckets():
+    return buckets(dlt.read("staging.readings"))
+
+
+def buckets(df):
+    return df.groupBy("sensor", F.floor(F.col("at") / 10).alias("bucket")).agg(
+        F.count(F.lit(1)).alias("readings"), F.sum("value").alias("total"))
