@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.gold.audit import source_transactions, streamed_due_transactions
+from cdc_lakehouse.gold.audit import KNOWN, due_audit_transactions, source_transactions, streamed_due_transactions
 from cdc_lakehouse.storage import DeltaRsStore
 
 AUDIT_FLOW = "gold_shop_audit_log"
@@ -65,9 +65,24 @@ def test_audit_transactions_kept_update_by_update_equal_one_built_from_the_whole
 
 def test_the_streaming_form_carries_transactions_without_changes_with_the_next_change(spark, held_lake):
     """On Databricks a micro-batch cannot aggregate: each due change brings its transaction and
-    the ones without changes just before it (E rides with D)."""
+    the ones without changes just before it (E rides with D). There gold has no commit point
+    (every new change is due), so none is left out for being past one."""
     store = DeltaRsStore(spark, held_lake.lake)
     changes, txns = store.read("silver.shop_changes"), store.read("silver.shop_transactions")
     points = store.read("gold.replication_watermark")
     whole = source_transactions(txns, changes, points, "shop")
-    assertDataFrameEqual(streamed_due_transactions(changes, txns, changes, points, "shop"), whole)
+    assertDataFrameEqual(streamed_due_transactions(changes, txns, changes, "shop"), whole)
+
+
+def test_a_later_row_of_a_transaction_that_knows_more_of_its_changes_wins(spark, held_lake):
+    """A shadow transaction's change rows may land over several updates at one sequence: the
+    row with more of its changes sorts after (AUTO CDC applies only a greater sequence_by)."""
+    store = DeltaRsStore(spark, held_lake.lake)
+    changes, txns = store.read("silver.shop_changes"), store.read("silver.shop_transactions")
+    points = store.read("gold.replication_watermark")
+    last = changes.orderBy(F.col("sequence").desc()).limit(1)
+    first = due_audit_transactions(last, txns, changes, points, "shop").select("txn_id", KNOWN)
+    grown = txns.withColumn("rows_changed", F.col("rows_changed") + 1)
+    second = due_audit_transactions(last, grown, changes, points, "shop").select("txn_id", F.col(KNOWN).alias("later"))
+    compared = first.join(second, "txn_id")
+    assert compared.filter(F.col("later") > F.col(KNOWN)).count() == compared.count() > 0

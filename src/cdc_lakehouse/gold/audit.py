@@ -86,12 +86,18 @@ def audit_transactions(read, settings) -> DataFrame:
 
 # gold.audit_transactions is applied with AUTO CDC, one row per transaction; a later row of a
 # transaction wins when it is later in commit order (a shadow transaction recorded again) or, at
-# one sequence, knows more of it (its changes, not only its transaction row).
+# one sequence, knows more of it (more of its changes: its transaction row came first, or its
+# change rows landed over several updates).
 AUDIT_TRANSACTION_KEYS = ["source", "txn_id"]
 KNOWN = "__known"  # the AUTO CDC sequence of an audit transaction row
 
 
-def source_transactions(transactions: DataFrame, changes: DataFrame, points: DataFrame, source: str) -> DataFrame:
+def source_transactions(transactions: DataFrame, changes: DataFrame, points: DataFrame | None, source: str) -> DataFrame:
+    """Every committed transaction of ``source`` at or before its point in ``points`` (None:
+    every one)."""
+    if points is None:
+        committed = transactions.filter(F.col("status") == "committed").join(_change_facts(changes), "txn_id", "left")
+        return _audit_transaction_rows(_sequenced(committed))
     point = _point(points, source)
     per_txn = _change_facts(changes.join(point, F.col("sequence") <= F.col("__point")))
     committed = transactions.filter(F.col("status") == "committed").join(per_txn, "txn_id", "left")
@@ -107,7 +113,7 @@ def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: Dat
     not read. The streaming form (Databricks) joins the due changes to ``source_transactions``
     of all of ``changes`` instead."""
     if due.isStreaming:
-        rows = streamed_due_transactions(due, transactions, changes, points, source)
+        rows = streamed_due_transactions(due, transactions, changes, source)
     else:
         committed = transactions.filter(F.col("status") == "committed")
         facts = _change_facts(due)
@@ -115,24 +121,23 @@ def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: Dat
         without = (_without_changes(committed, points, source).join(facts, "txn_id", "left_anti")
                    .withColumn("__change_sequence", F.lit(None)))
         rows = _audit_transaction_rows(_sequenced(with_changes.unionByName(without, allowMissingColumns=True)))
-    from_changes = F.col("rows_changed") > 0
-    return rows.withColumn(KNOWN, F.struct(F.col("sequence").alias("sequence"), from_changes.alias("from_changes"),
+    return rows.withColumn(KNOWN, F.struct(F.col("sequence").alias("sequence"), F.col("rows_changed").alias("rows"),
                                             F.size("anomalies").alias("anomalies")))
 
 
-def streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, points: DataFrame,
-                               source: str) -> DataFrame:
+def streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, source: str) -> DataFrame:
     """A streamed micro-batch allows no aggregation: each due change selects the rows of
     ``source_transactions`` it carries, its own transaction's and those of the transactions
     without changes just before it in commit order (streaming dropDuplicates keeps one of
-    each)."""
-    every = source_transactions(transactions, changes, points, source)
+    each). Where no runtime keeps flow state, gold takes every new change at once (no commit
+    point: coherent.due_changes), so every committed transaction is a candidate."""
+    every = source_transactions(transactions, changes, None, source)
     # In reverse commit order, the nearest transaction with changes at or after each one.
     after = Window.partitionBy("source").orderBy(F.col("sequence").desc()).rowsBetween(Window.unboundedPreceding, 0)
     carrier = F.last(F.when(F.col("rows_changed") > 0, F.col("txn_id")), ignorenulls=True).over(after)
     carried = every.withColumn("__carrier", F.coalesce(carrier, F.col("txn_id")))
     rows = due.select(F.col("txn_id").alias("__carrier")).join(carried, "__carrier").drop("__carrier")
-    return rows.dropDuplicates(["txn_id", "sequence"])
+    return rows.dropDuplicates(["txn_id", "sequence", "rows_changed"])
 
 
 def _point(points: DataFrame, source: str) -> DataFrame:

@@ -2,7 +2,7 @@
 
 Per server, the log is closed below a *floor*: every transaction there ended (committed and
 emitted, or rolled back). The state keeps the events at or above the floor (the open
-transactions, row events still waiting for their begin, and whatever was logged after them)
+transactions and whatever was logged after them)
 plus one marker row per server that records the floor. A batch assembles its new events with
 that state instead of with all of bronze, so its cost follows what landed and what is held.
 
