@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import load_onboarding, parse_onboarding
@@ -112,6 +113,26 @@ def test_watermark_of_a_stream(spark, changes):
     row = source_watermark("shop_pg", changes, ["gold.shop_pg_customers"]).first()
     assert (row["sequence"]["position"], row["txn_id"], row["transactions"], row["changes"]) == (4, "t4", 4, 4)
     assert row["gold_tables"] == ["gold.shop_pg_customers"]
+
+
+TXN_COUNTS_DDL = "txn_id string, status string, sequence_position bigint, rows_changed bigint"
+
+
+def test_watermark_counts_from_the_transactions_table_equal_the_distinct_counts(spark, changes):
+    """The transactions table's rows (one per transaction) give the counts the whole stream's
+    distinct counts give: a re-emitted change counts once, a transaction past the point, rolled
+    back or without changes not at all, and snapshot corrections (no transaction rows) as well."""
+    re_emitted = changes.filter("txn_id = 't2'")
+    correction = stream(spark, change(4, "snap:1", "UPDATE", ANN_BERGEN, ANN)).withColumn("origin", F.lit("snapshot"))
+    every = changes.unionByName(re_emitted).unionByName(correction)
+    txns = spark.createDataFrame([
+        (r["txn_id"], "committed", r["position"], r["n"])
+        for r in changes.groupBy("txn_id", F.col("sequence.position").alias("position"))
+        .agg(F.count_distinct("schema", "table", "key").alias("n")).collect()
+    ] + [("t9", "committed", 9, 3), ("t0", "rolled_back", 1, 0), ("t8", "committed", 2, 0)], TXN_COUNTS_DDL)
+    by_transactions = source_watermark("shop_pg", every, [], txns)
+    assertDataFrameEqual(by_transactions, source_watermark("shop_pg", every, []))
+    assert by_transactions.first()["transactions"] == 5
 
 
 def test_watermark_of_an_empty_stream_shows_the_source_with_nothing_applied(spark):

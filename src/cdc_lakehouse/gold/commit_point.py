@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import inputs, schemas
+from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
 
 POINT = "__commit_point"
 POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"
@@ -32,41 +33,67 @@ def before_held(changes: DataFrame, transactions: DataFrame) -> DataFrame:
     return changes.crossJoin(first).filter(before).drop("__held_from")
 
 
-def source_watermark(source: str, changes: DataFrame, gold_tables: list[str]) -> DataFrame:
-    """One row: the last sequence in ``changes`` (all of them, as read) and what it covers."""
-    applied = F.when(F.col("op") != "NONE", F.struct("txn_id", "schema", "table", "key"))
-    return changes.agg(
+def source_watermark(source: str, changes: DataFrame, gold_tables: list[str],
+                     transactions: DataFrame | None = None) -> DataFrame:
+    """One row: the last sequence in ``changes`` (all of them, as read) and what it covers.
+
+    With the source's silver ``transactions`` table, the counts come from its rows (one per
+    transaction, each with its net rows changed) and from the snapshot corrections, whose files
+    the ``origin`` statistics let the scan skip: no distinct count over the whole change stream.
+    """
+    point = changes.agg(
         F.max("sequence").alias("sequence"),
         F.max_by("commit_ts", "sequence").alias("commit_ts"),
         F.max_by("txn_id", "sequence").alias("txn_id"),
-        F.count_distinct(F.when(F.col("op") != "NONE", F.col("txn_id"))).alias("transactions"),
-        F.count_distinct(applied).alias("changes"),
         F.min("commit_ts").alias("first_commit_ts"),
-    ).select(
+    )
+    if transactions is None:
+        counted = _distinct_counts(changes)
+    else:
+        counted = _transaction_counts(transactions, point).crossJoin(
+            _distinct_counts(changes.filter(F.col("origin") == SNAPSHOT_ORIGIN))
+        ).select((F.col("t") + F.col("transactions")).alias("transactions"), (F.col("c") + F.col("changes")).alias("changes"))
+    return point.crossJoin(counted).select(
         F.lit(source).alias("source"), "sequence", "commit_ts", "txn_id", "transactions", "changes",
         "first_commit_ts", F.array(*[F.lit(t) for t in gold_tables]).cast("array<string>").alias("gold_tables"),
+    )
+
+
+def _distinct_counts(changes: DataFrame) -> DataFrame:
+    """Transactions with applied changes, and their net changes, counted over ``changes``."""
+    applied = F.when(F.col("op") != "NONE", F.struct("txn_id", "schema", "table", "key"))
+    return changes.agg(
+        F.count_distinct(F.when(F.col("op") != "NONE", F.col("txn_id"))).alias("transactions"),
+        F.count_distinct(applied).alias("changes"),
+    )
+
+
+def _transaction_counts(transactions: DataFrame, point: DataFrame) -> DataFrame:
+    """``t`` committed transactions with changes at or before the point, ``c`` their rows changed."""
+    own = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
+    counted = (F.col("status") == "committed") & (F.col("rows_changed") > 0) & (own <= F.col("__point"))
+    return transactions.crossJoin(point.select(F.col("sequence").alias("__point"))).agg(
+        F.count_if(counted).alias("t"),
+        F.coalesce(F.sum(F.when(counted, F.col("rows_changed"))), F.lit(0)).alias("c"),
     )
 
 
 def replication_watermark(read, settings) -> DataFrame:
     """``gold.replication_watermark``: one row per source. ``read(name)`` reads a table
     (``dlt.read`` in the pipeline)."""
-    parts = [
-        source_watermark(
-            source, _coherent_changes(read, settings, source),
-            [inputs.gold_name(settings, f.gold_table) for f in inputs.flows_of(settings, source)],
-        )
-        for source in inputs.sources(settings)
-    ]
+    parts = [_source_watermark(read, settings, source) for source in inputs.sources(settings)]
     replicas = [name for source in inputs.sources(settings) for name in inputs.silver_replicas(settings, source)]
     return after(inputs.union_all(parts), [df for _, df in inputs.existing(read, replicas)])
 
 
-def _coherent_changes(read, settings, source: str) -> DataFrame:
+def _source_watermark(read, settings, source: str) -> DataFrame:
     changes = read(inputs.changes_table(settings, source))
-    for _, transactions in inputs.existing(read, [inputs.transactions_table(settings, source)]):
-        changes = before_held(changes, transactions)
-    return changes
+    gold_tables = [inputs.gold_name(settings, f.gold_table) for f in inputs.flows_of(settings, source)]
+    found = inputs.existing(read, [inputs.transactions_table(settings, source)])
+    if not found:
+        return source_watermark(source, changes, gold_tables)
+    transactions = found[0][1]
+    return source_watermark(source, before_held(changes, transactions), gold_tables, transactions)
 
 
 def after(df: DataFrame, gates: list[DataFrame]) -> DataFrame:
