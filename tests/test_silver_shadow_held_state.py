@@ -13,6 +13,9 @@ update of bronze and silver):
 * ``recorded_again``: T3 is recorded again with a later end_ts;
 * ``redelivered``: the first change file again, under another name;
 * ``new``: T6 updates rows 2 and 3.
+
+The transactions table (silver/shadow_transactions.py) is checked at every step against the one
+computed from all of bronze and the change stream.
 """
 
 from __future__ import annotations
@@ -27,14 +30,16 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.capture.landing import table_folder
-from cdc_lakehouse.silver import shadow_held
+from cdc_lakehouse.silver import shadow_held, shadow_transactions
 from cdc_lakehouse.silver.change_stream import shadow_change_batch
+from cdc_lakehouse.silver.transactions_table import shadow_transactions_table
 from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import run_project
 
 SOURCE = "src"
 STATE = f"silver.__flow_state_{SOURCE}_shadow_changes"
 CHANGES, TXNS = f"bronze.{SOURCE}_shadow_changes", f"bronze.{SOURCE}_shadow_transactions"
+STREAM = f"silver.{SOURCE}_changes"
 EXCEPT = ["__op", "__sequence", "__commit_ts", "__txn_id"]
 
 
@@ -87,6 +92,9 @@ class Step:
     files: list[str]  # the landing files' names
     replica: dict[int, tuple]  # id -> (a, b) in silver.src_t
     state: list  # the flow's held state
+    transactions: list  # silver.src_transactions
+    expected_transactions: list  # that table as computed from all of bronze and the change stream
+    schema: object  # of both
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -109,7 +117,10 @@ def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
         run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
         store = DeltaRsStore(spark, lake)
         replica = {r["id"]: (r["a"], r["b"]) for r in store.read(f"silver.{SOURCE}_t").collect()}
-        steps[name] = Step([f for files in landed.values() for f in files], replica, store.read(STATE).collect())
+        expected = shadow_transactions_table(SOURCE, store.read(TXNS), store.read(CHANGES), store.read(STREAM))
+        steps[name] = Step([f for files in landed.values() for f in files], replica, store.read(STATE).collect(),
+                           store.read(f"silver.{SOURCE}_transactions").select(*expected.columns).collect(),
+                           expected.collect(), expected.schema)
     return lake, steps
 
 
@@ -191,3 +202,36 @@ def test_a_batch_of_new_rows_reads_no_bronze_change_row(spark, held):
                                           "row": '{"id":2,"a":"a6","b":"b7"}', "before": '{"id":2,"a":"a6","b":"b2"}'}]
     images = {r["key"]: dict(r["image"]) for r in kept.filter(F.col("kind") == shadow_held.IMAGE).collect() if r["image"]}
     assert images['{"id":"2"}'] == {"id": "2", "a": '"a6"', "b": '"b7"'}
+
+
+def test_the_transactions_table_step_by_step_equals_the_one_computed_from_everything(spark, held):
+    _, steps = held
+    for name, _ in STEPS:
+        step = steps[name]
+        assertDataFrameEqual(spark.createDataFrame(step.transactions, step.schema),
+                             spark.createDataFrame(step.expected_transactions, step.schema))
+    statuses = {r["txn_id"]: r["status"] for r in steps["held"].transactions}
+    assert statuses == {"T1": "committed", "T2": "open"}
+    again = {r["txn_id"]: r["commit_ts"].second for r in steps["recorded_again"].transactions}
+    assert again["T3"] == 9
+
+
+def test_a_batch_of_new_rows_reads_no_bronze_change_row_for_the_transactions_table(spark, held):
+    """T8's change row and T7's transaction row are new, T7's change row is held: the rows
+    come from the state and the new rows, and T8 is held with its first operation's time."""
+    lake, _ = held
+    store = DeltaRsStore(spark, lake)
+    changes, txns = store.read(CHANGES), store.read(TXNS)
+    unread = changes.filter(F.raise_error(F.lit("the bronze change rows were read")).isNull())
+    template = changes.filter("txn_id = 'T6'").first().asDict()
+    new_change = spark.createDataFrame([{**template, "txn_id": "T8", "_source_file": "new", "_line": 2}], changes.schema)
+    new_txn = spark.createDataFrame([{**txns.filter("txn_id = 'T6'").first().asDict(), "txn_id": "T7",
+                                      "_source_file": "new", "_line": 1}], txns.schema)
+    previous = spark.createDataFrame([("T7", template["op_ts"])], "txn_id string, begin_ts timestamp")
+    stream = store.read(STREAM)
+    emitted = stream.filter("txn_id = 'T6'").withColumn("txn_id", F.lit("T7"))
+    rows, kept = shadow_transactions.batch_rows(SOURCE, new_txn, txns.unionByName(new_txn), new_change, unread,
+                                                emitted, stream.unionByName(emitted), previous)
+    got = {r["txn_id"]: (r["status"], r["begin_ts"] == template["op_ts"], r["rows_changed"]) for r in rows.collect()}
+    assert got == {"T7": ("committed", True, 2), "T8": ("open", True, 0)}
+    assert [r["txn_id"] for r in kept.collect()] == ["T8"]

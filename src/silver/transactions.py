@@ -2,9 +2,8 @@
 import dlt
 
 from cdc_lakehouse.settings import PipelineSettings
-from cdc_lakehouse.silver.transactions_table import (
-    PROGRESS, TXN_KEYS, binlog_transaction_batch, shadow_transactions_table,
-)
+from cdc_lakehouse.silver.shadow_transactions import TXN_KEY, shadow_transaction_batch
+from cdc_lakehouse.silver.transactions_table import PROGRESS, TXN_KEYS, binlog_transaction_batch
 
 settings = PipelineSettings.from_spark(spark)
 
@@ -31,19 +30,26 @@ def define_binlog_transactions(source: str) -> None:
 
 
 def define_shadow_transactions(source: str) -> None:
-    @dlt.materialized_view(
-        name=f"{settings.silver}.{source}_transactions",
-        comment=f"Transactions of {source} with user, role, commit time, tables and row counts; "
+    """Each update upserts the transactions its new shadow rows and changes belong to (shadow_transactions.py)."""
+    txns, changes = f"{settings.bronze}.{source}_shadow_transactions", f"{settings.bronze}.{source}_shadow_changes"
+    silver_changes = f"{settings.silver}.{source}_changes"
+    view = f"{source}_transaction_updates"
+
+    @dlt.view(name=view, comment=f"The transactions of {source} that this update's shadow rows land, hold or complete.")
+    def transaction_updates():
+        return shadow_transaction_batch(
+            source, dlt.read_stream(txns), dlt.read(txns), dlt.read_stream(changes), dlt.read(changes),
+            dlt.read_stream(silver_changes), dlt.read(silver_changes),
+        )
+
+    name = f"{settings.silver}.{source}_transactions"
+    dlt.create_streaming_table(
+        name, comment=f"Transactions of {source} with user, role, commit time, tables and row counts; "
         "held ones (change rows without their transaction row yet) have status 'open'.",
         table_properties={"quality": "silver"},
     )
-    def transactions():
-        return shadow_transactions_table(
-            source,
-            dlt.read(f"{settings.bronze}.{source}_shadow_transactions"),
-            dlt.read(f"{settings.bronze}.{source}_shadow_changes"),
-            dlt.read(f"{settings.silver}.{source}_changes"),
-        )
+    dlt.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEY, sequence_by=PROGRESS,
+                             except_column_list=[PROGRESS], name=f"{source}_transactions")
 
 
 for source in settings.sources("binlog"):

@@ -93,18 +93,32 @@ def _count_columns():
 def shadow_transactions_table(source: str, txns: DataFrame, changes: DataFrame, silver_changes: DataFrame) -> DataFrame:
     """Recorded transactions (latest recording wins) plus held ones: change rows whose
     transaction row has not arrived yet."""
+    return shadow_rows(source, recorded_transactions(txns), first_operations(changes), change_counts(silver_changes))
+
+
+def recorded_transactions(txns: DataFrame) -> DataFrame:
+    """One row per recorded shadow transaction: its latest recording."""
     latest = Window.partitionBy("txn_id").orderBy(F.col("end_ts").desc())
-    recorded = txns.withColumn("__r", F.row_number().over(latest)).filter("__r = 1").select(
+    return txns.withColumn("__r", F.row_number().over(latest)).filter("__r = 1").select(
         "txn_id", F.lit("committed").alias("status"), F.col("end_ts").alias("commit_ts"),
         F.col("db_user").alias("user"), F.col("db_role").alias("role"), "client", "application",
     )
-    first_ops = changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"))
+
+
+def first_operations(changes: DataFrame) -> DataFrame:
+    """(txn_id, begin_ts): when each transaction's first change row says it began."""
+    return changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"))
+
+
+def shadow_rows(source: str, recorded: DataFrame, first_ops: DataFrame, counts: DataFrame) -> DataFrame:
+    """The table's rows of the transactions in ``recorded`` or ``first_ops``: held (open) where
+    change rows have no transaction row."""
     held = first_ops.join(recorded, "txn_id", "left_anti").select(
         "txn_id", F.lit("open").alias("status"), F.lit(None).cast("timestamp").alias("commit_ts"),
         F.lit(None).cast("string").alias("user"), F.lit(None).cast("string").alias("role"),
         F.lit(None).cast("string").alias("client"), F.lit(None).cast("string").alias("application"),
     )
-    all_txns = recorded.unionByName(held).join(first_ops, "txn_id", "left").join(change_counts(silver_changes), "txn_id", "left")
+    all_txns = recorded.unionByName(held).join(first_ops, "txn_id", "left").join(counts, "txn_id", "left")
     return all_txns.select(
         F.lit(source).alias("source"), "txn_id", "status", "commit_ts", "begin_ts",
         F.lit(None).cast("struct<file:string,pos:long>").alias("position"),
