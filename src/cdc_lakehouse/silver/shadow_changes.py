@@ -10,7 +10,6 @@ rounds until every chain of key changes is resolved.
 
 from __future__ import annotations
 
-import functools
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -18,7 +17,12 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.bronze.json_text import exact_members
 from cdc_lakehouse.silver import arrivals, keys, net_change
 
-KEY_CHANGE_ROUNDS = 4  # longest chain of key changes on one row that is rebuilt exactly
+# The streaming form (Databricks) cannot look at the data before planning: it plans this many
+# rounds, which rebuild chains of up to KEY_CHANGE_ROUNDS - 1 key changes, and marks the changes
+# of rows at the end of a longer chain with the anomaly CHAIN_TOO_LONG. The batch form rebuilds
+# any chain length.
+KEY_CHANGE_ROUNDS = 4
+CHAIN_TOO_LONG = "key_chain_too_long"
 ROW_MAP = "map<string,string>"
 TXN_COLUMNS = ["_source", "txn_id", "commit_ts", "user", "role"]
 CHANGE_CONTENT = ["_source", "txn_id", "schema", "table", "op_ts", "op_seq", "op", "key", "old_key", "values"]
@@ -137,9 +141,15 @@ def full_rows(ops: DataFrame, streaming: bool = False) -> DataFrame:
 
 
 def _rounds(ops: DataFrame) -> int:
-    """A chain of n key changes needs n + 1 rounds and is at most as long as the number of key
-    changes; most batches have none and need one round, each costing a few Spark jobs."""
-    return min(KEY_CHANGE_ROUNDS, ops.filter("rename_in").count() + 1)
+    """A chain of n key changes (each changing the key the one before it changed to, later in
+    commit order) needs n + 1 rounds. Its length is found level by level on the key changes
+    alone, a small table; most batches have none and need one round, found in one job."""
+    renames = ops.filter("rename_in").select("schema", "table", "key", "old_key", "ord")
+    rounds, level = 1, renames
+    while not level.isEmpty():
+        rounds += 1
+        level = _chain_links(renames, level).localCheckpoint()
+    return rounds
 
 
 def touched_transactions(new_changes: DataFrame, new_txns: DataFrame, txns: DataFrame) -> DataFrame:
@@ -184,10 +194,30 @@ def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_change
     """The streaming form (silver/arrivals.py): every committed transaction's net changes, rebuilt
     from the whole history, joined to the new change or transaction rows that complete them."""
     ops = operations(distinct_changes(all_changes), latest_transactions(all_txns))
-    net = emitted(full_rows(ops, streaming=True))
+    net = flag_long_chains(emitted(full_rows(ops, streaming=True)), ops, KEY_CHANGE_ROUNDS)
     lines = all_changes.select("txn_id", *arrivals.ARRIVAL).unionByName(all_txns.select("txn_id", *arrivals.ARRIVAL))
     new_lines = new_changes.select(*arrivals.ARRIVAL).unionByName(new_txns.select(*arrivals.ARRIVAL))
     return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")
+
+
+def _chain_links(renames: DataFrame, level: DataFrame) -> DataFrame:
+    """The key changes that change a key the ones of ``level`` changed to, later."""
+    previous = level.select("schema", "table", F.col("key").alias("old_key"), F.col("ord").alias("__before"))
+    return (renames.join(previous, ["schema", "table", "old_key"]).filter(F.col("ord") > F.col("__before"))
+            .select(*renames.columns).distinct())
+
+
+def flag_long_chains(net: DataFrame, ops: DataFrame, rounds: int) -> DataFrame:
+    """``net`` with ``CHAIN_TOO_LONG`` among the anomalies of each change of a row that a chain
+    of ``rounds`` or more key changes led to: ``rounds`` fold rounds cannot rebuild its image.
+    Planned without looking at the data (the streaming form)."""
+    renames = ops.filter("rename_in").select("schema", "table", "key", "old_key", "ord")
+    level = renames
+    for _ in range(rounds - 1):
+        level = _chain_links(renames, level)
+    too_long = level.select("schema", "table", "key", F.lit(True).alias("__too_long")).distinct()
+    flagged = F.when(F.col("__too_long"), F.array_union("anomalies", F.array(F.lit(CHAIN_TOO_LONG)))).otherwise(F.col("anomalies"))
+    return net.join(too_long, ["schema", "table", "key"], "left").withColumn("anomalies", flagged).drop("__too_long")
 
 
 def combined(rows: DataFrame) -> DataFrame:
@@ -201,24 +231,26 @@ def combined(rows: DataFrame) -> DataFrame:
 
 
 def _with_key_chains(row_keys: DataFrame, changes: DataFrame) -> DataFrame:
-    """The keys, the keys they were changed to, and along their chains of key changes the keys
-    they had before: a row's full image is rebuilt from its whole history. The renames come
-    from the raw change rows (a small plan), one level of the chain per round."""
+    """The keys, and every key linked to them by key changes, either way, at any distance: a
+    row's full image is rebuilt from its whole history, and the rows it became are rebuilt with
+    it. The renames come from the raw change rows (a small plan); one level per round, until a
+    round finds no key not found before."""
     renames = changes.select(
         "schema", "table", "op", keys.from_json_object(F.col("key")).alias("key"),
         F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key"))).alias("old_key"),
     ).filter((F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key")))
-    # Checkpointed: the chain joins them once per round, and their own plans are large.
+    # Checkpointed: each round joins them, and their own plans are large.
     renames = renames.select("schema", "table", "key", "old_key").localCheckpoint()
-    row_keys = row_keys.distinct().localCheckpoint()
-    later = renames.join(row_keys.withColumnRenamed("key", "old_key"), ["schema", "table", "old_key"], "left_semi")
-    found = [row_keys, later.select("schema", "table", "key")]
-    frontier = row_keys
-    for _ in range(KEY_CHANGE_ROUNDS):  # each round reads only the last one: the plan grows linearly
-        frontier = renames.join(frontier, ["schema", "table", "key"], "left_semi").select(
+    found = frontier = row_keys.select("schema", "table", "key").distinct().localCheckpoint()
+    while True:
+        before = renames.join(frontier, ["schema", "table", "key"], "left_semi").select(
             "schema", "table", F.col("old_key").alias("key"))
-        found.append(frontier)
-    return functools.reduce(DataFrame.unionByName, found).distinct().localCheckpoint()
+        after = renames.join(frontier.withColumnRenamed("key", "old_key"), ["schema", "table", "old_key"],
+                             "left_semi").select("schema", "table", "key")
+        frontier = before.unionByName(after).distinct().join(found, ["schema", "table", "key"], "left_anti").localCheckpoint()
+        if frontier.isEmpty():
+            return found
+        found = found.unionByName(frontier).localCheckpoint()
 
 
 def _json_expr(column: str) -> str:
