@@ -7,8 +7,8 @@ from live import fixtures
 from live.replay import binlog_transactions, read_jsonl, replay_binlog, resolve_session
 
 from cdc_lakehouse.capture import ddl_mariadb
-from cdc_lakehouse.capture.binlog import BinlogConfig, capture
-from cdc_lakehouse.capture.binlog_events import FIELDS
+from cdc_lakehouse.capture.binlog import BinlogConfig, RowLoggingRequired, capture
+from cdc_lakehouse.capture.binlog_events import DML_TABLE, FIELDS, STATEMENT, ddl_target
 from cdc_lakehouse.capture.sqlquote import TableName, my_ident
 
 PASSWORD = "pw-Binlog-1"
@@ -125,3 +125,46 @@ def test_markers_are_pruned_after_landing(maria, shop, tmp_path):
     cur.execute("SELECT COUNT(*) FROM cdc_capture._binlog_sessions WHERE thread_id = CONNECTION_ID()")
     assert cur.fetchone()[0] == 0
     conn.close()
+
+
+def test_capture_refuses_a_server_without_full_row_images(maria, shop, tmp_path):
+    conn = maria.connect()
+    cur = conn.cursor()
+    cur.execute("SET GLOBAL binlog_row_image = 'MINIMAL'")
+    try:
+        with pytest.raises(RowLoggingRequired, match="binlog_row_image=MINIMAL"):
+            capture(_cfg(maria, tmp_path))
+    finally:
+        cur.execute("SET GLOBAL binlog_row_image = 'FULL'")
+        conn.close()
+    assert not (tmp_path / "m" / "binlog").exists() or not list((tmp_path / "m" / "binlog").iterdir())
+
+
+def test_a_statement_logged_as_sql_lands_as_a_statement_event(maria, shop, tmp_path):
+    """A session that logs statements (binlog_format=STATEMENT) on a ROW server: its DML lands as
+    a `statement` event in its transaction, which bronze quarantines (tests/test_reliability_bad_input.py)."""
+    conn = maria.connect()
+    cur = conn.cursor()
+    t = f"{my_ident(shop)}.t"
+    cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+    cur.execute("BEGIN")
+    cur.execute(f"INSERT INTO {t} (id, v) VALUES (7, 'stmt')")
+    cur.execute("COMMIT")
+    conn.close()
+    capture(_cfg(maria, tmp_path))
+    statements = [e for e in _events(tmp_path / "m") if e["type"] == STATEMENT]
+    assert [(e["schema"], e["table"], e["query"]) for e in statements] == [
+        (shop, "t", f"INSERT INTO {t} (id, v) VALUES (7, 'stmt')")]
+    txn = next(tx for tx in binlog_transactions(tmp_path / "m") if any(e["type"] == STATEMENT for e in tx))
+    assert [e["type"] for e in txn] == ["begin", STATEMENT, "commit"]
+
+
+@pytest.mark.parametrize("query, target", [
+    ("INSERT INTO `a`.t (id) VALUES (1)", ("a", "t")),
+    ("insert ignore into t values (1)", ("db", "t")),
+    ("REPLACE t VALUES (1)", ("db", "t")),
+    ("UPDATE LOW_PRIORITY s.`x y` SET a = 1", ("s", "x y")),
+    ("/* app */ DELETE QUICK FROM db2.t WHERE 1", ("db2", "t")),
+])
+def test_a_dml_statement_names_its_table(query, target):
+    assert ddl_target(query, "db", DML_TABLE) == target

@@ -53,6 +53,8 @@ BINLOG_LINES = [
     ('{"server_id":7,"file":"mysql-bin.000001","pos":1300,"ts":17724', ("quarantine", "unparseable line")),
     (_ev("1400x", "begin", "0-7-x"), ("quarantine", "wrong type or unparseable value: pos")),
     (_ev(1500, "upsert", "0-7-x"), ("quarantine", "unknown type upsert")),
+    (_ev(1550, "statement", "0-7-x", thread_id=21, schema="app", query="UPDATE orders SET status = 'x'"),
+     ("quarantine", "a DML statement logged as SQL")),
     (_ev(1600, "insert", "0-7-x", schema="app", table="orders", rows=[{"after": _order(9)}]),
      ("quarantine", "row event without primary_key")),
     (_row("update", 1700, "0-7-x", [{"before": {"status": "new"}, "after": _order(9)}]),

@@ -15,6 +15,7 @@ from cdc_lakehouse.config import Onboarding
 QUALIFIED = "CASE WHEN `table` IS NOT NULL THEN concat_ws('.', `schema`, `table`) END"
 ROW_EVENT = "coalesce(`type` IN ('insert', 'update', 'delete'), false)"
 EVENT_TYPES = ("begin", "insert", "update", "delete", "commit", "rollback", "ddl")
+STATEMENT = "statement"  # a DML statement logged as SQL (capture/binlog_events.py): always quarantined
 SHADOW_FOLDER = r"/shadow/([^/.]+)[.]([^/]+)/[^/]+$"
 SNAPSHOT_FOLDER = r"/snapshot/([^/]+)/([^/]+)/[^/]+$"
 
@@ -78,6 +79,9 @@ BINLOG_EVENTS = Kind(
     source_table=QUALIFIED,
     rules=(
         required(["server_id", "file", "pos", "ts", "type"]),
+        Rule("row-based logging", f"coalesce(`type` <> '{STATEMENT}', true)",
+             "'a DML statement logged as SQL (binlog_format STATEMENT or MIXED): the rows it changed are not "
+             "in the binlog; set binlog_format=ROW and binlog_row_image=FULL on the server'"),
         Rule("known event type", f"`type` IS NULL OR `type` IN {EVENT_TYPES}", "concat('unknown type ', `type`)"),
         Rule("row event names its table", f"NOT {ROW_EVENT} OR (`schema` IS NOT NULL AND `table` IS NOT NULL)",
              "'row event without schema or table'"),

@@ -89,6 +89,26 @@ def resume_position(cfg: BinlogConfig) -> Position | None:
     return max(candidates) if candidates else None
 
 
+class RowLoggingRequired(ValueError):
+    """The server logs changes as SQL statements, or row images without every column: the rows a
+    statement changed, or the columns an update left alone, would be missing from the capture."""
+
+    def __init__(self, binlog_format: str, row_image: str):
+        super().__init__(
+            f"binlog capture needs binlog_format=ROW and binlog_row_image=FULL; the server has "
+            f"binlog_format={binlog_format} and binlog_row_image={row_image} (SET GLOBAL binlog_format = 'ROW', "
+            "binlog_row_image = 'FULL', and in the server's configuration file)")
+
+
+def check_row_logging(conn) -> None:
+    """Refuse to capture from a server that does not log full row images (CONTRACT §2.1)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image")
+        binlog_format, row_image = (str(v).upper() for v in cur.fetchone())
+    if (binlog_format, row_image) != ("ROW", "FULL"):
+        raise RowLoggingRequired(binlog_format, row_image)
+
+
 class BinlogOff(LookupError):
     """The server keeps no binary log: there is nothing to capture."""
 
@@ -129,6 +149,7 @@ class BinlogCapture:
 
         conn = pymysql.connect(**self.cfg.connection(), autocommit=True)
         try:
+            check_row_logging(conn)
             self.assembler = Assembler(self.cfg.capture_schema, DefaultRoles(conn))
             return self._run()
         finally:

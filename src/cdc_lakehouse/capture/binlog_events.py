@@ -28,12 +28,20 @@ FIELDS = ("server_id", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", 
 ROW_TYPES = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
 STREAM_EVENTS = [MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, *ROW_TYPES]
 _FL_STANDALONE = 1  # MariaDB GTID flag: no COMMIT follows (DDL)
+# A DML statement in a query event: logged as SQL (binlog_format STATEMENT or MIXED), so the rows
+# it changed are not in the binlog. It lands as a STATEMENT event, which bronze quarantines.
+_DML_STATEMENT = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:INSERT|UPDATE|DELETE|REPLACE|LOAD\s+(?:DATA|XML))\b", re.I | re.S)
+STATEMENT = "statement"
 _IGNORED_QUERIES = re.compile(r"^\s*(SAVEPOINT|ROLLBACK\s+TO|RELEASE\s+SAVEPOINT|XA\s)", re.I)
+_NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[\w$]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[\w$]+))?)"
+DML_TABLE = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(?:(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*(?:\s+INTO)?"
+    r"|UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*|DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM)\s+" + _NAME, re.I | re.S)
 _DDL_TABLE = re.compile(
     r"^\s*(?:ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE|CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE"
     r"|DROP\s+(?:TEMPORARY\s+)?TABLE|TRUNCATE(?:\s+TABLE)?|RENAME\s+TABLE"
     r"|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\s+\S+\s+ON|DROP\s+INDEX\s+\S+\s+ON)"
-    r"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(?P<name>(?:`(?:[^`]|``)+`|[\w$]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[\w$]+))?)",
+    r"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?" + _NAME,
     re.I)
 
 
@@ -90,9 +98,9 @@ def _unquote(name: str) -> str:
     return name[1:-1].replace("``", "`") if name.startswith("`") else name
 
 
-def ddl_target(query: str, default_schema: str | None) -> tuple[str | None, str | None]:
-    """(schema, table) a DDL statement works on, when it names one."""
-    m = _DDL_TABLE.match(query)
+def ddl_target(query: str, default_schema: str | None, pattern: re.Pattern = _DDL_TABLE) -> tuple[str | None, str | None]:
+    """(schema, table) a DDL statement (or with ``DML_TABLE``, a DML one) works on, when it names one."""
+    m = pattern.match(query)
     if not m:
         return default_schema, None
     parts = re.findall(r"`(?:[^`]|``)+`|[\w$]+", m.group("name"))
@@ -165,9 +173,26 @@ class Assembler:
             if self._open is None:
                 return None
             return self._close(event(*base, self._gtid, word.lower()), end)
+        if _DML_STATEMENT.match(query):
+            return self._statement(ev, query, base, end)
         if self._open is not None:
             return None  # statements inside a row-based transaction carry no change
         return self._ddl(ev, query, base, end)
+
+    def _statement(self, ev: QueryEvent, query: str, base, end: Position) -> Transaction | None:
+        """A DML statement logged as SQL: landed as a STATEMENT event in its transaction (or as
+        a transaction of its own), never dropped without a word; the capture's own are left out."""
+        default = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else ev.schema
+        schema, table = ddl_target(query, default or None, DML_TABLE)
+        if schema == self.capture_schema or self._names_capture_schema(query):
+            return None
+        statement = event(*base, self._gtid, STATEMENT, thread_id=ev.slave_proxy_id, schema=schema, table=table,
+                          query=query)
+        if self._open is not None:
+            self._open.append(statement)
+            return None
+        gtid, self._gtid = self._gtid, None
+        return Transaction([{**statement, "gtid": gtid}], end)
 
     def _ddl(self, ev: QueryEvent, query: str, base, end: Position) -> Transaction:
         schema_raw = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else ev.schema
