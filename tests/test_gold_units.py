@@ -240,3 +240,14 @@ def test_a_table_not_created_yet_is_skipped(spark):
         return spark.range(1)
 
     assert [name for name, _ in existing(read, ["silver.a", "silver.missing", "silver.b"])] == ["silver.a", "silver.b"]
+
+
+def test_tied_commit_times_are_counted_among_committed_transactions(spark):
+    at = datetime(2026, 3, 2, 9, 0, 1)
+    txns = spark.createDataFrame([
+        ("a", "committed", at), ("b", "committed", at), ("c", "committed", at.replace(second=2)),
+        ("d", "rolled_back", at.replace(second=2)), ("e", "open", None), ("f", "committed", at.replace(second=3)),
+        ("g", "committed", at.replace(second=3)), ("h", "committed", at.replace(second=3)),
+    ], "txn_id string, status string, commit_ts timestamp")
+    assert health.tied_commits(txns).first()["tied_commit_transactions"] == 5
+    assert health.tied_commits(txns.limit(0)).first()["tied_commit_transactions"] == 0

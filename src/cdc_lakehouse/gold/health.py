@@ -38,16 +38,20 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         "source", "sequence", F.col("commit_ts").alias("last_commit_ts"), F.col("txn_id").alias("last_txn_id"),
         F.current_timestamp().alias("measured_at"),
     )
-    txn_stats = transaction_stats(read(inputs.transactions_table(settings, source)), point)
+    transactions = read(inputs.transactions_table(settings, source))
+    txn_stats = transaction_stats(transactions, point)
+    shadow = any(f.capture == "shadow" for f in inputs.flows_of(settings, source))
+    ties = tied_commits(transactions) if shadow else point.sparkSession.range(1).select(
+        F.lit(0).cast("bigint").alias("tied_commit_transactions"))
     quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
     anomalous = anomaly_rows(read, settings, source, point.sparkSession).agg(
         F.count_distinct("change").alias("anomalous_changes"))
-    return point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).select(
+    return point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).select(
         "source", "sequence", "last_commit_ts", "last_txn_id", "measured_at",
         seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
-        "rolled_back_transactions", "quarantined_lines", "anomalous_changes",
+        "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
     )
 
 
@@ -64,6 +68,15 @@ def transaction_stats(transactions: DataFrame, point: DataFrame) -> DataFrame:
         F.min(F.when(held, F.col("begin_ts"))).alias("oldest_held_begin_ts"),
         F.count_if(status == "rolled_back").alias("rolled_back_transactions"),
     )
+
+
+def tied_commits(transactions: DataFrame) -> DataFrame:
+    """One row: the committed transactions whose commit time another committed one shares. A
+    shadow source orders those by txn_id alone, which is a guess (a clock of whole seconds)."""
+    committed = transactions.filter((F.col("status") == "committed") & F.col("commit_ts").isNotNull())
+    per_time = committed.groupBy("commit_ts").agg(F.count(F.lit(1)).alias("n"))
+    return per_time.agg(F.coalesce(F.sum(F.when(F.col("n") > 1, F.col("n"))), F.lit(0)).cast("bigint")
+                        .alias("tied_commit_transactions"))
 
 
 def held_transactions(read, settings) -> DataFrame:

@@ -174,6 +174,9 @@ REPLICATION_HEALTH = GoldTable(
         ("quarantined_lines", "BIGINT", "Landing lines of the source in bronze quarantine tables."),
         ("anomalous_changes", "BIGINT", "Distinct changes of the source with at least one anomaly in "
                                         "silver.<source>_anomalies (0 for a source without a change stream)."),
+        ("tied_commit_transactions", "BIGINT", "Shadow sources: committed transactions whose commit time another "
+                                               "one shares, ordered by txn_id among themselves (a clock of whole "
+                                               "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
     ),
 )
 
