@@ -300,7 +300,7 @@ def test_event_log_counts_rows_and_expectations_per_flow(crafted):
     assert (kept.rows_read, kept.rows_written, quarantined.rows_written) == (4, 16, 6)
     failed = {e.name: e.failed for e in kept.expectations}
     assert failed == {
-        "required fields present": 3, "known event type": 1, "row event names its table": 0,
+        "required fields present": 3, "row-based logging": 0, "known event type": 1, "row event names its table": 0,
         "row event has a primary key": 1, "row event has rows": 0, "row images carry the primary key": 1,
         "ddl has its query": 0, "fields have their contract types": 1,
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from live import fixtures
+from live import fixtures, servers
 from live.replay import binlog_transactions, read_jsonl, replay_binlog, resolve_session
 
 from cdc_lakehouse.capture import ddl_mariadb
@@ -140,21 +140,31 @@ def test_capture_refuses_a_server_without_full_row_images(maria, shop, tmp_path)
     assert not (tmp_path / "m" / "binlog").exists() or not list((tmp_path / "m" / "binlog").iterdir())
 
 
-def test_a_statement_logged_as_sql_lands_as_a_statement_event(maria, shop, tmp_path):
+@pytest.fixture
+def private_maria():
+    """A server of its own: the shared one's binlog is captured whole by later tests, which
+    expect no statement in it."""
+    srv = servers.MariaDBServer.start(server_id=2)
+    yield srv
+    srv.cleanup()
+
+
+def test_a_statement_logged_as_sql_lands_as_a_statement_event(private_maria, tmp_path):
     """A session that logs statements (binlog_format=STATEMENT) on a ROW server: its DML lands as
     a `statement` event in its transaction, which bronze quarantines (tests/test_reliability_bad_input.py)."""
-    conn = maria.connect()
+    conn = private_maria.connect()
     cur = conn.cursor()
-    t = f"{my_ident(shop)}.t"
+    cur.execute("CREATE DATABASE s")
+    cur.execute("CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))")
     cur.execute("SET SESSION binlog_format = 'STATEMENT'")
     cur.execute("BEGIN")
-    cur.execute(f"INSERT INTO {t} (id, v) VALUES (7, 'stmt')")
+    cur.execute("INSERT INTO s.t (id, v) VALUES (7, 'stmt')")
     cur.execute("COMMIT")
     conn.close()
-    capture(_cfg(maria, tmp_path))
+    capture(_cfg(private_maria, tmp_path))
     statements = [e for e in _events(tmp_path / "m") if e["type"] == STATEMENT]
     assert [(e["schema"], e["table"], e["query"]) for e in statements] == [
-        (shop, "t", f"INSERT INTO {t} (id, v) VALUES (7, 'stmt')")]
+        ("s", "t", "INSERT INTO s.t (id, v) VALUES (7, 'stmt')")]
     txn = next(tx for tx in binlog_transactions(tmp_path / "m") if any(e["type"] == STATEMENT for e in tx))
     assert [e["type"] for e in txn] == ["begin", STATEMENT, "commit"]
 
