@@ -109,6 +109,12 @@ def ddl_target(query: str, default_schema: str | None, pattern: re.Pattern = _DD
     return default_schema, _unquote(parts[0])
 
 
+def _default_schema(ev: QueryEvent) -> str | None:
+    """The database a query event's session had selected, if any."""
+    schema = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else ev.schema
+    return schema or None
+
+
 def session_connected_at(since: datetime) -> str:
     """The marker's ``since`` (statement start, UTC, µs) as a §2.2 ``connected_at``.
 
@@ -182,8 +188,7 @@ class Assembler:
     def _statement(self, ev: QueryEvent, query: str, base, end: Position) -> Transaction | None:
         """A DML statement logged as SQL: landed as a STATEMENT event in its transaction (or as
         a transaction of its own), never dropped without a word; the capture's own are left out."""
-        default = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else ev.schema
-        schema, table = ddl_target(query, default or None, DML_TABLE)
+        schema, table = ddl_target(query, _default_schema(ev), DML_TABLE)
         if schema == self.capture_schema or self._names_capture_schema(query):
             return None
         statement = event(*base, self._gtid, STATEMENT, thread_id=ev.slave_proxy_id, schema=schema, table=table,
@@ -195,8 +200,7 @@ class Assembler:
         return Transaction([{**statement, "gtid": gtid}], end)
 
     def _ddl(self, ev: QueryEvent, query: str, base, end: Position) -> Transaction:
-        schema_raw = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) else ev.schema
-        schema, table = ddl_target(query, schema_raw or None)
+        schema, table = ddl_target(query, _default_schema(ev))
         gtid, self._gtid = self._gtid, None
         if schema == self.capture_schema or self._names_capture_schema(query):
             return Transaction([], end)  # capture's own objects (tables, triggers, procedures)

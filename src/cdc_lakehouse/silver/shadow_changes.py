@@ -10,7 +10,6 @@ rounds until every chain of key changes is resolved.
 
 from __future__ import annotations
 
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -144,7 +143,7 @@ def _rounds(ops: DataFrame) -> int:
     """A chain of n key changes (each changing the key the one before it changed to, later in
     commit order) needs n + 1 rounds. Its length is found level by level on the key changes
     alone, a small table; most batches have none and need one round, found in one job."""
-    renames = ops.filter("rename_in").select("schema", "table", "key", "old_key", "ord")
+    renames = _renames(ops)
     rounds, level = 1, renames
     while not level.isEmpty():
         rounds += 1
@@ -200,6 +199,11 @@ def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_change
     return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")
 
 
+def _renames(ops: DataFrame) -> DataFrame:
+    """The key changes among ``ops``, each with its place in commit order."""
+    return ops.filter("rename_in").select("schema", "table", "key", "old_key", "ord")
+
+
 def _chain_links(renames: DataFrame, level: DataFrame) -> DataFrame:
     """The key changes that change a key the ones of ``level`` changed to, later."""
     previous = level.select("schema", "table", F.col("key").alias("old_key"), F.col("ord").alias("__before"))
@@ -211,7 +215,7 @@ def flag_long_chains(net: DataFrame, ops: DataFrame, rounds: int) -> DataFrame:
     """``net`` with ``CHAIN_TOO_LONG`` among the anomalies of each change of a row that a chain
     of ``rounds`` or more key changes led to: ``rounds`` fold rounds cannot rebuild its image.
     Planned without looking at the data (the streaming form)."""
-    renames = ops.filter("rename_in").select("schema", "table", "key", "old_key", "ord")
+    renames = _renames(ops)
     level = renames
     for _ in range(rounds - 1):
         level = _chain_links(renames, level)
