@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import arrivals
 from cdc_lakehouse.silver import transactions_table as tt
-from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
 
 TXN_KEY = ["txn_id"]
 PROGRESS = tt.PROGRESS
@@ -67,8 +66,7 @@ def _landed(new_txns: DataFrame, new_changes: DataFrame) -> DataFrame:
 
 def _emitted(new_silver: DataFrame) -> DataFrame:
     """The transactions of the changes emitted now; snapshot corrections are none of the source's."""
-    theirs = new_silver.filter((F.col("origin") != SNAPSHOT_ORIGIN) | F.col("origin").isNull())
-    return theirs.select("txn_id")
+    return tt.source_changes(new_silver).select("txn_id")
 
 
 def _touched(new_txns: DataFrame, new_changes: DataFrame, new_silver: DataFrame) -> DataFrame:

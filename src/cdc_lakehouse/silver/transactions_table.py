@@ -24,8 +24,7 @@ def change_counts(changes: DataFrame) -> DataFrame:
     # Snapshot corrections are no transaction of the source (a seed is every row of a table):
     # left out where the change stream is read. Parquet statistics skip their files whole, so
     # they are not even scanned.
-    theirs = changes.filter((F.col("origin") != SNAPSHOT_ORIGIN) | F.col("origin").isNull())
-    unique = theirs.dropDuplicates(["txn_id", "schema", "table", "key"]).filter(F.col("op") != "NONE")
+    unique = source_changes(changes).dropDuplicates(["txn_id", "schema", "table", "key"]).filter(F.col("op") != "NONE")
     return unique.groupBy("txn_id").agg(
         F.array_sort(F.collect_set(F.concat_ws(".", "schema", "table"))).alias("tables"),
         F.count(F.lit(1)).alias("rows_changed"),
@@ -33,6 +32,11 @@ def change_counts(changes: DataFrame) -> DataFrame:
         F.sum(F.when(F.col("op") == "UPDATE", 1).otherwise(0)).alias("updates"),
         F.sum(F.when(F.col("op") == "DELETE", 1).otherwise(0)).alias("deletes"),
     )
+
+
+def source_changes(changes: DataFrame) -> DataFrame:
+    """The changes of the source's own transactions: snapshot corrections left out."""
+    return changes.filter((F.col("origin") != SNAPSHOT_ORIGIN) | F.col("origin").isNull())
 
 
 TXN_KEYS = ["server_id", "begin_position"]
