@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from cdc_lakehouse.bronze.summary import not_onboarded_warnings
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO
@@ -138,11 +139,23 @@ KIND_OF_FILE = {
 }
 
 
+# Landed where no flow reads: a source the onboarding does not name, a shadow folder of the
+# binlog source shop, and a file beside the source folders.
+UNREAD = {
+    "crm/binlog/mysql-bin.000001.jsonl": [event(4, "begin")],
+    "crm/sessions/s.jsonl": [],
+    "shop/shadow/shop.customers/changes-0001.jsonl": ['{"txn_id":"1"}'],
+    "notes.txt": ["landing of the crafted tests"],
+}
+
+
 @pytest.fixture(scope="module")
 def crafted(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("crafted")
     for relative, (lines, end) in CRAFTED.items():
         write(root / "landing", relative, lines, end)
+    for relative, lines in UNREAD.items():
+        write(root / "landing", relative, lines)
     result = run(spark, root / "landing", root / "lake", gold=True)
     return DeltaRsStore(spark, root / "lake"), result
 
@@ -279,18 +292,39 @@ def test_tables_not_onboarded_are_kept_flagged_and_counted(spark, crafted):
                               "schema string, table string, _onboarded boolean, count long"),
     )
     summary = store.read("gold.landing_summary").select(
-        "source", "bronze_table", "rows", "files", "quarantined_rows", "not_onboarded_rows"
+        "source", "bronze_table", "rows", "files", "quarantined_rows", "not_onboarded_rows", "not_onboarded_tables"
     )
-    assertDataFrameEqual(summary, spark.createDataFrame([
-        ("shop", "bronze.shop_binlog_events", 16, 4, 6, 1),
-        ("shop", "bronze.shop_sessions", 2, 1, 3, 0),
-        ("shop", "bronze.shop_snapshot_manifests", 0, 0, 0, 0),
-        ("shop", "bronze.shop_snapshot_rows", 3, 2, 1, 1),
-        ("shop_pg", "bronze.shop_pg_shadow_transactions", 2, 1, 2, 0),
-        ("shop_pg", "bronze.shop_pg_shadow_changes", 5, 2, 6, 1),
-        ("shop_pg", "bronze.shop_pg_snapshot_manifests", 0, 0, 0, 0),
-        ("shop_pg", "bronze.shop_pg_snapshot_rows", 0, 0, 0, 0),
-    ], "source string, bronze_table string, rows long, files long, quarantined_rows long, not_onboarded_rows long"))
+    assertDataFrameEqual(summary.filter("bronze_table IS NOT NULL"), spark.createDataFrame([
+        ("shop", "bronze.shop_binlog_events", 16, 4, 6, 1, ["shop.audit_log"]),
+        ("shop", "bronze.shop_sessions", 2, 1, 3, 0, []),
+        ("shop", "bronze.shop_snapshot_manifests", 0, 0, 0, 0, []),
+        ("shop", "bronze.shop_snapshot_rows", 3, 2, 1, 1, ["shop.audit_log"]),
+        ("shop_pg", "bronze.shop_pg_shadow_transactions", 2, 1, 2, 0, []),
+        ("shop_pg", "bronze.shop_pg_shadow_changes", 5, 2, 6, 1, ["shop.audit_log"]),
+        ("shop_pg", "bronze.shop_pg_snapshot_manifests", 0, 0, 0, 0, []),
+        ("shop_pg", "bronze.shop_pg_snapshot_rows", 0, 0, 0, 0, []),
+    ], "source string, bronze_table string, rows long, files long, quarantined_rows long, not_onboarded_rows long, "
+       "not_onboarded_tables array<string>"))
+
+
+def test_landing_no_flow_reads_is_a_summary_row_with_its_reason(spark, crafted):
+    store, _ = crafted
+    unread = store.read("gold.landing_summary").filter("bronze_table IS NULL").select("source", "files", "note")
+    assertDataFrameEqual(unread, spark.createDataFrame([
+        ("crm", 1, "crm/binlog: source crm is not onboarded: no enabled flow names it"),
+        ("crm", 1, "crm/sessions: source crm is not onboarded: no enabled flow names it"),
+        ("shop", 1, "shop/shadow: source shop lands in binlog, sessions, snapshot only (its capture); "
+                    "this folder is not read"),
+        (None, 1, "notes.txt: a file outside every <source>/ folder"),
+    ], "source string, files long, note string"))
+
+
+def test_the_run_warns_of_tables_no_flow_onboards(crafted):
+    store, _ = crafted
+    assert not_onboarded_warnings(store.read("gold.landing_summary")) == [
+        f"bronze.{table}: 1 row(s) of tables no flow onboards (shop.audit_log); kept in bronze, not replicated"
+        for table in ("shop_binlog_events", "shop_snapshot_rows", "shop_pg_shadow_changes")
+    ]
 
 
 def test_event_log_counts_rows_and_expectations_per_flow(crafted):

@@ -63,6 +63,13 @@ def test_config_error_names_file_and_entry(tmp_path, capsys):
     assert "onboarding.yml" in err and "data_flow_id=101" in err and "keys" in err
 
 
+def test_the_default_onboarding_file_is_the_working_directory_s(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--lake", str(tmp_path / "lake")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "no onboarding file at conf/onboarding.yml" in said and "--config FILE" in said
+
+
 def test_a_missing_schema_file_is_one_line_naming_flow_and_file(tmp_path, capsys):
     moved = tmp_path / "onboarding.yml"  # the demo's file without its conf/schemas folder
     moved.write_text((REPO / "conf/onboarding.yml").read_text())

@@ -39,15 +39,33 @@ def _store(spark, lake: str):
 
 
 def cmd_run(args) -> int:
-    from cdc_lakehouse.config import load_onboarding
+    from cdc_lakehouse.bronze.unread import unread_folders
+    from cdc_lakehouse.config import OnboardingError, load_onboarding
 
-    load_onboarding(args.config, env=args.env)  # fail fast, with the file and entry named, before Spark starts
+    if not Path(args.config).is_file():
+        raise OnboardingError(f"no onboarding file at {args.config} (the default is conf/onboarding.yml in the "
+                              "working directory): pass --config FILE")
+    onboarding = load_onboarding(args.config, env=args.env)  # fail fast, with the file and entry named
+    landing = str(Path(args.landing).resolve())
     configuration = {
-        "cdc_lakehouse.landing_path": str(Path(args.landing).resolve()),
+        "cdc_lakehouse.landing_path": landing,
         "cdc_lakehouse.onboarding_file": str(Path(args.config).resolve()),
         "cdc_lakehouse.env": args.env,
     }
-    return _run(PIPELINE_SOURCES, args.lake, configuration, args)
+    for unread in unread_folders(landing, onboarding):
+        console.print(f"[yellow]warning:[/yellow] {unread.warning}")
+    code = _run(PIPELINE_SOURCES, args.lake, configuration, args)
+    _warn_tables_not_onboarded(args.lake)
+    return code
+
+
+def _warn_tables_not_onboarded(lake: str) -> None:
+    from cdc_lakehouse.bronze.summary import not_onboarded_warnings
+
+    store = _store(_spark(), lake)
+    if store.exists("gold.landing_summary"):
+        for line in not_onboarded_warnings(store.read("gold.landing_summary")):
+            console.print(f"[yellow]warning:[/yellow] {line}")
 
 
 def cmd_pipeline_run(args) -> int:
@@ -177,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the project pipeline once over all new landing input")
-    run.add_argument("--config", default=str(PROJECT_ROOT / "conf" / "onboarding.yml"),
-                     help="onboarding file (default: conf/onboarding.yml of the repo)")
+    run.add_argument("--config", default=str(Path("conf") / "onboarding.yml"),
+                     help="onboarding file (default: conf/onboarding.yml in the working directory)")
     run.add_argument("--env", default="dev", help="which `_<env>` keys of the onboarding file apply (default dev)")
     run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir,
                      help="landing root (default: the repo's fixtures/landing)")

@@ -1,4 +1,5 @@
-"""What landed in bronze, per source and table: rows kept, quarantined and not onboarded."""
+"""What landed in bronze, per source and table: rows kept, quarantined and not onboarded, and
+the landing folders no flow reads."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
 from cdc_lakehouse.bronze.kinds import landing_kinds, onboarded_tables
+from cdc_lakehouse.bronze.unread import unread_folders
 
 TABLE = ("source", "bronze_table", "kind", "quarantine_table")
-LINE = "_source_file string, quarantined boolean, held boolean"
+LINE = "_source_file string, quarantined boolean, held boolean, source_table string"
+COLUMNS = ("source", "bronze_table", "rows", "files", "kind", "quarantine_table", "quarantined_rows",
+           "not_onboarded_rows", "not_onboarded_tables", "note")
 
 
 def landing_summary(read, settings) -> DataFrame:
     """One row per bronze table: ``source``, ``bronze_table``, ``rows``, ``files``, ``kind``,
-    ``quarantine_table``, ``quarantined_rows``, ``not_onboarded_rows``. ``read(name)`` reads a
-    bronze table (``dlt.read`` in a pipeline)."""
+    ``quarantine_table``, ``quarantined_rows``, ``not_onboarded_rows``, ``not_onboarded_tables``
+    (their ``schema.table`` names) and ``note`` (null); then one row per landing folder no flow
+    reads, with its ``files`` and the reason in ``note``. ``read(name)`` reads a bronze table
+    (``dlt.read`` in a pipeline)."""
     tables = [_names(settings.bronze, source, kind) for source, kind in landing_kinds(settings.onboarding)]
     lines = [
         part
@@ -26,14 +32,26 @@ def landing_summary(read, settings) -> DataFrame:
     ]
     spark = lines[0].sparkSession
     # One line-less row per table, so that a table nothing landed in still shows, with zeros.
-    every_table = spark.createDataFrame([(*names, None, None, None) for names in tables], f"{_table_ddl()}, {LINE}")
-    return reduce(DataFrame.unionByName, lines, every_table).groupBy(*TABLE).agg(
+    every_table = spark.createDataFrame([(*names, None, None, None, None) for names in tables],
+                                        f"{_table_ddl()}, {LINE}")
+    counted = reduce(DataFrame.unionByName, lines, every_table).groupBy(*TABLE).agg(
         F.count_if(~F.col("quarantined")).alias("rows"),
         F.count_distinct("_source_file").alias("files"),
         F.count_if("quarantined").alias("quarantined_rows"),
         F.count_if("held").alias("not_onboarded_rows"),
-    ).select("source", "bronze_table", "rows", "files", "kind", "quarantine_table", "quarantined_rows",
-             "not_onboarded_rows")
+        F.array_sort(F.collect_set(F.when(F.col("held"), F.col("source_table")))).alias("not_onboarded_tables"),
+        F.lit(None).cast("string").alias("note"),
+    )
+    return counted.select(*COLUMNS).unionByName(_unread(spark, settings))
+
+
+def _unread(spark, settings) -> DataFrame:
+    """The landing folders no flow reads, as summary rows with nothing read from them."""
+    rows = [(u.source, None, 0, u.files, None, None, 0, 0, [], f"{u.folder}: {u.reason}")
+            for u in unread_folders(settings.landing_path, settings.onboarding)]
+    return spark.createDataFrame(rows, "source string, bronze_table string, rows long, files long, kind string, "
+                                       "quarantine_table string, quarantined_rows long, not_onboarded_rows long, "
+                                       "not_onboarded_tables array<string>, note string")
 
 
 def _names(schema: str, source: str, kind) -> tuple[str, ...]:
@@ -46,9 +64,19 @@ def _table_ddl() -> str:
 
 def _lines(read, names: tuple[str, ...], kind, onboarded: list[str]) -> list[DataFrame]:
     labels = [F.lit(value).alias(column) for column, value in zip(TABLE, names)]
+    table = F.lower(F.expr(kind.source_table)) if kind.source_table else F.lit(None)
     kept = read(names[1]).select(
         *labels, "_source_file", F.lit(False).alias("quarantined"),
-        (~landing.is_onboarded(kind, onboarded)).alias("held"),
+        (~landing.is_onboarded(kind, onboarded)).alias("held"), table.cast("string").alias("source_table"),
     )
-    rejected = read(names[3]).select(*labels, "_source_file", F.lit(True).alias("quarantined"), F.lit(False).alias("held"))
+    rejected = read(names[3]).select(*labels, "_source_file", F.lit(True).alias("quarantined"),
+                                     F.lit(False).alias("held"), F.lit(None).cast("string").alias("source_table"))
     return [kept, rejected]
+
+
+def not_onboarded_warnings(summary: DataFrame) -> list[str]:
+    """One line per bronze table of ``gold.landing_summary`` holding rows of tables no flow
+    onboards (kept in bronze, not carried to silver), naming the tables."""
+    rows = summary.filter("size(not_onboarded_tables) > 0").orderBy("source", "bronze_table").collect()
+    return [f"{r['bronze_table']}: {r['not_onboarded_rows']} row(s) of tables no flow onboards "
+            f"({', '.join(r['not_onboarded_tables'])}); kept in bronze, not replicated" for r in rows]
