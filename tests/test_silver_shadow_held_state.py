@@ -73,7 +73,9 @@ FIRST_CHANGES = [
 ]
 # Per step: the files it lands, by folder ("_transactions" or the table's).
 STEPS: list[tuple[str, dict[str, dict[str, list[dict]]]]] = [
-    ("held", {"_transactions": {"t1.jsonl": [_txn("T1", "01.000000")]}, "t": {"c1.jsonl": FIRST_CHANGES}}),
+    # X: an orphan change row of a table no flow onboards; it must not hold the source.
+    ("held", {"_transactions": {"t1.jsonl": [_txn("T1", "01.000000")]}, "t": {"c1.jsonl": FIRST_CHANGES},
+              "other": {"o1.jsonl": [_op("X", "01.500000", "I", 9, {"id": 9})]}}),
     ("arrived", {"_transactions": {"t2.jsonl": [_txn("T2", "02.000000"), _txn("T3", "03.000000")]},
                  "t": {"c2.jsonl": [_op("T3", "03.000000", "U", 2, {"b": "b2"})]}}),
     ("renamed", {"_transactions": {"t3.jsonl": [_txn("T4", "04.000000")]},
@@ -108,7 +110,8 @@ def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
     landing, lake = root / "landing", root / "lake"
     (root / "onboarding.yml").write_text(yaml.safe_dump([_flow()]))
     shadow = landing / SOURCE / "shadow"
-    folders = {"_transactions": shadow / "_transactions", "t": shadow / table_folder("app", "t")}
+    folders = {"_transactions": shadow / "_transactions", "t": shadow / table_folder("app", "t"),
+               "other": shadow / table_folder("app", "other")}
     steps = {}
     for name, landed in STEPS:
         for folder, files in landed.items():
@@ -117,7 +120,8 @@ def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
         run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
         store = DeltaRsStore(spark, lake)
         replica = {r["id"]: (r["a"], r["b"]) for r in store.read(f"silver.{SOURCE}_t").collect()}
-        expected = shadow_transactions_table(SOURCE, store.read(TXNS), store.read(CHANGES), store.read(STREAM))
+        onboarded = store.read(CHANGES).filter("_onboarded")
+        expected = shadow_transactions_table(SOURCE, store.read(TXNS), onboarded, store.read(STREAM))
         steps[name] = Step([f for files in landed.values() for f in files], replica, store.read(STATE).collect(),
                            store.read(f"silver.{SOURCE}_transactions").select(*expected.columns).collect(),
                            expected.collect(), expected.schema)
@@ -211,7 +215,7 @@ def test_the_transactions_table_step_by_step_equals_the_one_computed_from_everyt
         assertDataFrameEqual(spark.createDataFrame(step.transactions, step.schema),
                              spark.createDataFrame(step.expected_transactions, step.schema))
     statuses = {r["txn_id"]: r["status"] for r in steps["held"].transactions}
-    assert statuses == {"T1": "committed", "T2": "open"}
+    assert statuses == {"T1": "committed", "T2": "open"}  # not X, of a table no flow onboards
     again = {r["txn_id"]: r["commit_ts"].second for r in steps["recorded_again"].transactions}
     assert again["T3"] == 9
 
