@@ -12,7 +12,10 @@ update of bronze and silver):
 * ``late``: L, committed between T2 and T3, updates row 2 (late: before row 2's image);
 * ``recorded_again``: T3 is recorded again with a later end_ts;
 * ``redelivered``: the first change file again, under another name;
-* ``new``: T6 updates rows 2 and 3.
+* ``new``: T6 updates rows 2 and 3;
+* ``snapshot``: a snapshot of ``t`` also holds row 4, which no change inserted: reconciled (a
+  job step before the update), it lands as a correction;
+* ``partial``: P7 updates only column ``a`` of row 4, which the shadow history never saw.
 
 The transactions table (silver/shadow_transactions.py) is checked at every step against the one
 computed from all of bronze and the change stream.
@@ -30,16 +33,18 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.capture.landing import table_folder
-from cdc_lakehouse.silver import shadow_held, shadow_transactions
+from cdc_lakehouse.silver import shadow_changes, shadow_held, shadow_transactions
 from cdc_lakehouse.silver.change_stream import shadow_change_batch
 from cdc_lakehouse.silver.transactions_table import shadow_transactions_table
 from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import run_project
+from test_snapshot_support import reconcile, write_snapshot
 
 SOURCE = "src"
 STATE = f"silver.__flow_state_{SOURCE}_shadow_changes"
 CHANGES, TXNS = f"bronze.{SOURCE}_shadow_changes", f"bronze.{SOURCE}_shadow_transactions"
 STREAM = f"silver.{SOURCE}_changes"
+CORRECTIONS = f"silver.{SOURCE}_snapshot_corrections"
 EXCEPT = ["__op", "__sequence", "__commit_ts", "__txn_id"]
 
 
@@ -86,7 +91,11 @@ STEPS: list[tuple[str, dict[str, dict[str, list[dict]]]]] = [
     ("redelivered", {"t": {"c1-again.jsonl": FIRST_CHANGES}}),
     ("new", {"_transactions": {"t6.jsonl": [_txn("T6", "11.000000")]},
              "t": {"c6.jsonl": [_op("T6", "11.000000", "U", 2, {"a": "a6"}), _op("T6", "11.000000", "U", 3, {"b": "b6"})]}}),
+    ("snapshot", {}),
+    ("partial", {"_transactions": {"t7.jsonl": [_txn("P7", "12.000000")]},
+                 "t": {"c7.jsonl": [_op("P7", "12.000000", "U", 4, {"a": "a7"})]}}),
 ]
+SNAPSHOT = [{"id": 2, "a": "a6", "b": "b2"}, {"id": 3, "a": "x2", "b": "b6"}, {"id": 4, "a": "s4", "b": "t4"}]
 
 
 @dataclass
@@ -117,6 +126,10 @@ def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
         for folder, files in landed.items():
             for file, rows in files.items():
                 _write(folders[folder] / file, rows)
+        if name == "snapshot":
+            write_snapshot(landing, "s1", SNAPSHOT, table="app.t", key=("id",), source=SOURCE)
+            [reconciled] = reconcile(spark, landing, lake, root / "onboarding.yml")
+            assert reconciled.counts["inserts"] == 1
         run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
         store = DeltaRsStore(spark, lake)
         replica = {r["id"]: (r["a"], r["b"]) for r in store.read(f"silver.{SOURCE}_t").collect()}
@@ -168,21 +181,47 @@ def test_late_recorded_again_and_redelivered_input_then_new_input_apply_as_from_
     assert _pending(steps["new"]) == []
 
 
+def test_a_partial_update_of_a_row_a_snapshot_set_keeps_its_other_columns(spark, held):
+    lake, steps = held
+    assert steps["snapshot"].replica == {2: ("a6", "b2"), 3: ("x2", "b6"), 4: ("s4", "t4")}
+    assert _images(steps["snapshot"])['{"id":"4"}'] == {"id": "4", "a": '"s4"', "b": '"t4"'}
+    assert steps["partial"].replica == {2: ("a6", "b2"), 3: ("x2", "b6"), 4: ("a7", "t4")}
+    change = DeltaRsStore(spark, lake).read(STREAM).filter("txn_id = 'P7'").select("op", "row", "before").collect()
+    assert [r.asDict() for r in change] == [{"op": "UPDATE", "row": '{"id":4,"a":"a7","b":"t4"}',
+                                             "before": '{"id":4,"a":"s4","b":"t4"}'}]
+
+
+def test_the_streaming_form_continues_the_snapshot_s_row_too(spark, held):
+    """The streaming form (Databricks) folds the whole history with all corrections; run on the
+    partial step's rows as its micro-batch, it emits what the held state did."""
+    lake, steps = held
+    store = DeltaRsStore(spark, lake)
+    changes, txns = store.read(CHANGES).filter("_onboarded"), store.read(TXNS)
+    name = F.element_at(F.split("_source_file", "/"), -1)
+    new = steps["partial"].files
+    net = shadow_changes.streamed_net_changes(changes.filter(name.isin(new)), txns.filter(name.isin(new)),
+                                              changes, txns, store.read(CORRECTIONS))
+    assert [(r["row"], r["before"]) for r in net.collect()] == [
+        ('{"id":4,"a":"a7","b":"t4"}', '{"id":4,"a":"s4","b":"t4"}')]
+
+
 def test_the_change_stream_batch_by_batch_equals_the_one_assembled_from_all_of_bronze(spark, held):
     """Each update's changes as ``shadow_changes.net_changes`` (no flow state here) gives them
     from the bronze rows landed up to that update."""
     lake, steps = held
     store = DeltaRsStore(spark, lake)
     changes, txns = store.read(CHANGES).filter("_onboarded"), store.read(TXNS)
+    corrections = store.read(CORRECTIONS)
     name = F.element_at(F.split("_source_file", "/"), -1)
     expected, landed = None, []
     for step, _ in STEPS:
         new = steps[step].files
         landed += new
+        seen = corrections if step in ("snapshot", "partial") else corrections.limit(0)
         batch = shadow_change_batch(changes.filter(name.isin(new)), txns.filter(name.isin(new)),
-                                    changes.filter(name.isin(landed)), txns.filter(name.isin(landed)))
+                                    changes.filter(name.isin(landed)), txns.filter(name.isin(landed)), (seen, seen))
         expected = batch if expected is None else expected.unionByName(batch)
-    stream = store.read(f"silver.{SOURCE}_changes")
+    stream = store.read(f"silver.{SOURCE}_changes").filter("origin = 'shadow'")
     assertDataFrameEqual(stream, expected.select(*stream.columns))
 
 

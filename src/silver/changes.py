@@ -35,11 +35,14 @@ def define_shadow_changes(source: str) -> None:
     changes = f"{settings.bronze}.{source}_shadow_changes"
     txns = f"{settings.bronze}.{source}_shadow_transactions"
 
+    corrections = f"{settings.silver}.{source}_snapshot_corrections"  # silver/snapshot_corrections.py
+
     @dlt.append_flow(target=changes_table(source), name=f"{source}_shadow_changes")
     def shadow_changes():
         return shadow_change_batch(
             dlt.read_stream(changes).filter("_onboarded"), dlt.read_stream(txns),
             dlt.read(changes).filter("_onboarded"), dlt.read(txns),
+            (dlt.read_stream(corrections), dlt.read(corrections)),
         )
 
 

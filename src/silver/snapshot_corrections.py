@@ -12,22 +12,39 @@ from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, FILE_FILTER, REA
 settings = PipelineSettings.from_spark(spark)
 
 
-def define_snapshot_corrections(source: str) -> None:
-    folder = corrections_uri(settings.landing_path, source)
+def landed_corrections(source: str):
+    # JSON with an explicit schema: no inference, and `row`/`before` stay the text written.
+    return (
+        spark.readStream.format("cloudFiles")
+        .option("cloudFiles.format", "json")
+        .option("pathGlobFilter", FILE_FILTER)
+        .options(**READ_OPTIONS)
+        .schema(CHANGE_STREAM_SCHEMA)
+        .load(corrections_uri(settings.landing_path, source))
+    )
 
+
+def define_snapshot_corrections(source: str) -> None:
     @dlt.append_flow(target=f"{settings.silver}.{source}_changes", name=f"{source}_snapshot_corrections")
     def snapshot_corrections():
-        # JSON with an explicit schema: no inference, and `row`/`before` stay the text written.
-        return (
-            spark.readStream.format("cloudFiles")
-            .option("cloudFiles.format", "json")
-            .option("pathGlobFilter", FILE_FILTER)
-            .options(**READ_OPTIONS)
-            .schema(CHANGE_STREAM_SCHEMA)
-            .load(folder)
-        )
+        return landed_corrections(source)
+
+
+def define_correction_images(source: str) -> None:
+    """A shadow source's partial updates continue the rows the snapshots set: its change flow
+    reads the corrections as they landed (silver/changes.py), from a table of their own (a flow
+    cannot read the change stream it appends to)."""
+    name = f"{settings.silver}.{source}_snapshot_corrections"
+    dlt.create_streaming_table(name, comment=f"Snapshot corrections of {source} as landed; the row images its "
+                               "shadow change assembly continues.", table_properties={"quality": "silver"})
+
+    @dlt.append_flow(target=name, name=f"{source}_correction_images")
+    def correction_images():
+        return landed_corrections(source)
 
 
 # Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).
 for source in sorted(set(settings.sources("binlog")) | set(settings.sources("shadow"))):
     define_snapshot_corrections(source)
+for source in settings.sources("shadow"):
+    define_correction_images(source)

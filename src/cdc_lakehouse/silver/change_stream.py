@@ -62,16 +62,19 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     return to_change_stream(net, "binlog", binlog_sequence())
 
 
-def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
+                        corrections: shadow_held.Corrections = None) -> DataFrame:
     """Net changes of every committed transaction a new change row or transaction row belongs to.
     A change whose transaction row has not arrived is held; a transaction recorded again with a
     later ``end_ts`` is emitted again at its new commit time (the latest recording wins). Where
     the runtime keeps flow state, the batch folds onto the held state (silver/shadow_held.py)
-    instead of reading all of ``all_changes``."""
+    instead of reading all of ``all_changes``. ``corrections`` (new, all): the source's snapshot
+    corrections, whose images partial updates continue (shadow_changes.correction_operations)."""
     if new_changes.isStreaming or new_txns.isStreaming:
-        net = shadow_changes.streamed_net_changes(new_changes, new_txns, all_changes, all_txns)
+        net = shadow_changes.streamed_net_changes(new_changes, new_txns, all_changes, all_txns,
+                                                  corrections and corrections[1])
     else:
-        net = shadow_held.net_changes(new_changes, new_txns, all_changes, all_txns)
+        net = shadow_held.net_changes(new_changes, new_txns, all_changes, all_txns, corrections)
     sequence = F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"))
     return to_change_stream(net, "shadow", sequence)
 

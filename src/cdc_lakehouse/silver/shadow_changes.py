@@ -6,6 +6,11 @@ operation's full row is rebuilt by folding the row's history in commit order: an
 all columns, an update overwrites the columns it names (an explicit null sets NULL), a delete
 ends the row. A key-changing update continues the row of its old key, so rows are rebuilt in
 rounds until every chain of key changes is resolved.
+
+A row that entered the replica through a snapshot has no insert in the shadow history: the
+snapshot's corrective changes (full images, at the snapshot's place in commit order) are folded
+with it as operations that start the row and are never emitted (``correction_operations``), so
+a later partial update keeps the columns it does not name and has the snapshot's row as before.
 """
 
 from __future__ import annotations
@@ -91,6 +96,32 @@ def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
     return ops.unionByName(rename_out)
 
 
+def correction_operations(corrections: DataFrame | None, like: DataFrame) -> DataFrame | None:
+    """Snapshot corrections (change-stream rows, snapshot/corrections.py) as operations of
+    ``like``'s columns that set the row to the snapshot's image (a DELETE ends it) at the
+    snapshot's sequence, and are never emitted: the corrections reach the change stream by their
+    own flow."""
+    if corrections is None:
+        return None
+    ord_type = like.schema["ord"].dataType
+    ord_ = F.struct(F.col("sequence.position").alias("position"), F.col("sequence.txn").alias("txn"),
+                    F.lit(None).alias("op_seq"), F.col("commit_ts").alias("op_ts"),
+                    F.lit(None).alias("file"), F.lit(None).alias("line")).cast(ord_type)
+    values = {
+        "_source": F.col("source"), "op": F.when(F.col("op") == "DELETE", F.lit("D")).otherwise(F.lit("I")),
+        "ord": ord_, "vals": F.when(F.col("op") != "DELETE", exact_members(F.col("row"))),
+        "rename_in": F.lit(False), "emit": F.lit(False),
+    }
+    rows = corrections.filter(F.col("op").isin("INSERT", "UPDATE", "DELETE"))
+    return rows.select(*[(values[f.name] if f.name in values else F.col(f.name) if f.name in rows.columns
+                          else F.lit(None)).cast(f.dataType).alias(f.name) for f in like.schema.fields])
+
+
+def with_corrections(ops: DataFrame, corrections: DataFrame | None) -> DataFrame:
+    seeds = correction_operations(corrections, ops)
+    return ops if seeds is None else ops.unionByName(seeds)
+
+
 def _fold(ops: DataFrame, bases: DataFrame | None) -> DataFrame:
     """Each operation with the full row before and after it, per key in commit order."""
     if bases is None:
@@ -157,9 +188,11 @@ def touched_transactions(new_changes: DataFrame, new_txns: DataFrame, txns: Data
     return ids.join(txns.select("txn_id"), "txn_id")
 
 
-def history_fold(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> tuple[DataFrame, DataFrame]:
+def history_fold(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
+                 corrections: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """The whole history of every row a transaction that a new change or transaction row belongs
-    to touches, folded (``full_rows``), and (txn_id) of those transactions."""
+    to touches, snapshot ``corrections`` included, folded (``full_rows``), and (txn_id) of those
+    transactions."""
     txns = latest_transactions(all_txns)
     touched = touched_transactions(new_changes, new_txns, txns)
     changes = distinct_changes(all_changes)
@@ -168,17 +201,18 @@ def history_fold(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataF
             keys.from_json_object(F.col("key")), F.when(F.col("old_key").isNotNull(), keys.from_json_object(F.col("old_key")))
         ))).alias("row_key"),
     ).distinct()
-    ops = operations(changes, txns)
+    ops = with_corrections(operations(changes, txns), corrections)
     rows_keys = touched_rows.select(F.col("t_schema").alias("schema"), F.col("t_table").alias("table"),
                                     F.col("row_key").alias("key"))
     history = ops.join(_with_key_chains(rows_keys, changes), ["schema", "table", "key"], "left_semi")
     return full_rows(history), touched
 
 
-def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
+                corrections: DataFrame | None = None) -> DataFrame:
     """Net changes of every committed transaction that a new change row or a new transaction
     row belongs to. Only the history of the rows those transactions touch is rebuilt."""
-    return emitted(*history_fold(new_changes, new_txns, all_changes, all_txns))
+    return emitted(*history_fold(new_changes, new_txns, all_changes, all_txns, corrections))
 
 
 def emitted(folded: DataFrame, touched: DataFrame | None = None) -> DataFrame:
@@ -189,11 +223,14 @@ def emitted(folded: DataFrame, touched: DataFrame | None = None) -> DataFrame:
     return combined(rows if touched is None else rows.join(touched, "txn_id", "left_semi"))
 
 
-def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
+def streamed_net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
+                         corrections: DataFrame | None = None) -> DataFrame:
     """The streaming form (silver/arrivals.py): every committed transaction's net changes, rebuilt
-    from the whole history, joined to the new change or transaction rows that complete them."""
+    from the whole history (snapshot ``corrections`` included), joined to the new change or
+    transaction rows that complete them."""
     ops = operations(distinct_changes(all_changes), latest_transactions(all_txns))
-    net = flag_long_chains(emitted(full_rows(ops, streaming=True)), ops, KEY_CHANGE_ROUNDS)
+    folded = full_rows(with_corrections(ops, corrections), streaming=True)
+    net = flag_long_chains(emitted(folded), ops, KEY_CHANGE_ROUNDS)
     lines = all_changes.select("txn_id", *arrivals.ARRIVAL).unionByName(all_txns.select("txn_id", *arrivals.ARRIVAL))
     new_lines = new_changes.select(*arrivals.ARRIVAL).unionByName(new_txns.select(*arrivals.ARRIVAL))
     return net.join(arrivals.completed(new_lines, arrivals.last_arrivals(lines, ["txn_id"]), ["txn_id"]), "txn_id")

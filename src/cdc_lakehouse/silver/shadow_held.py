@@ -40,58 +40,68 @@ from cdc_lakehouse.silver import arrivals
 from cdc_lakehouse.silver import shadow_changes as sc
 
 PENDING, IMAGE = "pending", "image"
+# (new in this batch, all): the snapshot corrections of the source, change-stream rows.
+Corrections = tuple[DataFrame, DataFrame] | None
 ROW = ["schema", "table", "key"]
 # An operation's place in commit order without its landing line: a re-delivered row has the
 # same place as the row it repeats.
 PLACE = ["position", "txn", "op_seq", "op_ts"]
 
 
-def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame) -> DataFrame:
-    """``shadow_changes.net_changes``, from the held state where the runtime keeps flow state."""
+def net_changes(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
+                corrections: Corrections = None) -> DataFrame:
+    """``shadow_changes.net_changes``, from the held state where the runtime keeps flow state.
+    ``corrections``: the snapshot corrections new in this batch and all of them."""
     state = flow_state.current()
     if state is None:
-        return sc.net_changes(new_changes, new_txns, all_changes, all_txns)
-    net, kept = assemble(new_changes, new_txns, all_changes, all_txns, state.previous())
+        return sc.net_changes(new_changes, new_txns, all_changes, all_txns, _all(corrections))
+    net, kept = assemble(new_changes, new_txns, all_changes, all_txns, state.previous(), corrections)
     state.keep(kept)
     return net
 
 
 def assemble(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
-             previous: DataFrame | None) -> tuple[DataFrame, DataFrame]:
+             previous: DataFrame | None, corrections: Corrections = None) -> tuple[DataFrame, DataFrame]:
     """The batch's net changes and the state to keep, given the ``previous`` state. With state,
     of bronze only the transaction rows are read (a semi join on the narrow transactions table
     for the batch's transactions, an anti join for transactions recorded again); all of
-    ``all_changes`` only where the batch falls back to the history."""
+    ``all_changes`` only where the batch falls back to the history. New snapshot corrections
+    replace the images of their rows (at their place in commit order)."""
     if previous is None:
-        return _from_history(new_changes, new_txns, all_changes, all_txns)
+        return _from_history(new_changes, new_txns, all_changes, all_txns, _all(corrections))
     held = new_changes.unionByName(_pending(previous), allowMissingColumns=True).select(*new_changes.columns)
     if _recorded_again(new_txns, all_txns):
-        return _fallback(new_changes, new_txns, all_changes, all_txns, previous, held)
+        return _fallback(new_changes, new_txns, all_changes, all_txns, previous, held, _all(corrections))
     txn_ids = held.select("txn_id").unionByName(new_txns.select("txn_id")).distinct()
     txns = sc.latest_transactions(all_txns.join(txn_ids, "txn_id", "left_semi"))
     ops = sc.operations(sc.distinct_changes(held), txns).localCheckpoint()  # read by each step below
-    images = _images(previous).join(ops.select(*ROW).distinct(), ROW, "left_semi")
-    if _late(ops, images):
-        return _fallback(new_changes, new_txns, all_changes, all_txns, previous, held)
-    folded = sc.full_rows(ops.unionByName(_as_operations(images, ops)))
+    seeded = sc.with_corrections(ops, corrections and corrections[0])
+    images = _images(previous).join(seeded.select(*ROW).distinct(), ROW, "left_semi")
+    if _late(ops, images):  # a correction older than its row's image is folded in order, not late
+        return _fallback(new_changes, new_txns, all_changes, all_txns, previous, held, _all(corrections))
+    folded = sc.full_rows(seeded.unionByName(_as_operations(images, ops)))
     return sc.emitted(folded), _state(_waiting(held, txns), _replaced(_images(previous), folded))
 
 
+def _all(corrections: Corrections) -> DataFrame | None:
+    return corrections and corrections[1]
+
+
 def _from_history(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame,
-                  all_txns: DataFrame) -> tuple[DataFrame, DataFrame]:
+                  all_txns: DataFrame, corrections: DataFrame | None) -> tuple[DataFrame, DataFrame]:
     """No state: the whole history folded once gives the batch's net changes (of the
     transactions a new row belongs to) and every row's image."""
     txns = sc.latest_transactions(all_txns)
-    folded = sc.full_rows(sc.operations(sc.distinct_changes(all_changes), txns))
+    folded = sc.full_rows(sc.with_corrections(sc.operations(sc.distinct_changes(all_changes), txns), corrections))
     net = sc.emitted(folded, sc.touched_transactions(new_changes, new_txns, txns))
     return net, _state(_waiting(all_changes, txns), _last_images(folded))
 
 
 def _fallback(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
-              previous: DataFrame, held: DataFrame) -> tuple[DataFrame, DataFrame]:
+              previous: DataFrame, held: DataFrame, corrections: DataFrame | None) -> tuple[DataFrame, DataFrame]:
     """Something is not simply new: the batch as from all of bronze, and the images of the rows
     it folded replaced by the ones that fold gives."""
-    folded, touched = sc.history_fold(new_changes, new_txns, all_changes, all_txns)
+    folded, touched = sc.history_fold(new_changes, new_txns, all_changes, all_txns, corrections)
     waiting = _waiting(held, all_txns.select("txn_id").distinct())
     return sc.emitted(folded, touched), _state(waiting, _replaced(_images(previous), folded))
 
