@@ -140,6 +140,34 @@ def test_capture_refuses_a_server_without_full_row_images(maria, shop, tmp_path)
     assert not (tmp_path / "m" / "binlog").exists() or not list((tmp_path / "m" / "binlog").iterdir())
 
 
+def test_a_transaction_larger_than_the_buffer_lands_whole_from_disk(maria, shop, tmp_path):
+    """With a 4 KB buffer, a transaction of 3,000 rows is held in a hidden file while open and
+    lands whole, between the small transactions around it, with nothing left behind."""
+    t = f"{my_ident(shop)}.t"
+    conn = maria.connect()
+    cur = conn.cursor()
+    cur.execute(f"INSERT INTO {t} VALUES (1, 'before', 1, NULL)")
+    cur.execute("BEGIN")
+    for start in range(10, 3010, 500):
+        cur.execute(f"INSERT INTO {t} (id, v) VALUES " + ", ".join(f"({i}, 'big-{i}')" for i in range(start, start + 500)))
+    cur.execute("COMMIT")
+    cur.execute(f"UPDATE {t} SET v = 'after' WHERE id = 1")
+    result = capture(_cfg(maria, tmp_path, buffer_bytes=4096))
+    assert result.spilled_transactions >= 1
+    binlog = tmp_path / "m" / "binlog"
+    assert [p.name for p in binlog.iterdir() if p.name.startswith(".")] == []
+    def rows_into_t(tx: list[dict]) -> int:
+        return sum(len(e["rows"]) for e in tx if e["type"] == "insert" and (e["schema"], e["table"]) == (shop, "t"))
+
+    big = next(tx for tx in binlog_transactions(tmp_path / "m") if rows_into_t(tx) > 1)
+    assert big[0]["type"] == "begin" and big[-1]["type"] == "commit"
+    assert rows_into_t(big) == 3000
+    state = replay_binlog(tmp_path / "m", {f"{shop}.t": ["id"]}).tables[f"{shop}.t"]
+    cur.execute(f"SELECT id, v FROM {t}")
+    assert sorted((k[0], r["v"]) for k, r in state.items()) == sorted(cur.fetchall())
+    conn.close()
+
+
 @pytest.fixture
 def private_maria():
     """A server of its own: the shared one's binlog is captured whole by later tests, which

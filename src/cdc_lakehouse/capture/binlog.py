@@ -8,6 +8,11 @@ in a checkpoint file saved after it. A restart takes the later of the two, so a 
 publishing a file and saving the checkpoint repeats nothing. Were a file ever repeated (its
 checkpoint and file both lost), every event keeps its (server_id, file, pos) identity, and
 downstream deduplicates on it.
+
+Memory stays within a bound whatever the size of a transaction: an open transaction's events
+spill to a hidden file past ``buffer_bytes`` (capture/event_buffer.py), finished transactions
+are published once they hold ``buffer_bytes`` in memory (or ``flush_txns`` of them wait), and
+publishing streams the spilled lines into the landing file, which appears, whole, at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 from . import state as state_file
 from .binlog_events import STREAM_EVENTS, Assembler, Position, Transaction
+from .event_buffer import DEFAULT_BUFFER_BYTES, EventBuffer
 from .landing import remove_orphans, source_dir, to_json, write_file
 from .ddl_mariadb import MARKER_TABLE
 from .sqlquote import CAPTURE_SCHEMA, my_ident
@@ -43,6 +49,7 @@ class BinlogConfig:
     follow: bool = False  # keep waiting for new events (else stop at the end of the binlog)
     start: str = "earliest"  # without a checkpoint: "earliest" binlog or "current" position
     flush_txns: int = DEFAULT_FLUSH_TXNS
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES  # events held in memory; a larger transaction spills to disk
     prune_markers: bool = True  # delete session-marker rows once their transactions landed
 
     @property
@@ -66,6 +73,7 @@ class CaptureResult:
     sessions: int = 0
     files: list[Path] = field(default_factory=list)
     position: Position | None = None
+    spilled_transactions: int = 0  # held on disk while open: larger than the buffer
 
 
 def landed_position(binlog_dir: Path) -> Position | None:
@@ -150,7 +158,9 @@ class BinlogCapture:
         conn = pymysql.connect(**self.cfg.connection(), autocommit=True)
         try:
             check_row_logging(conn)
-            self.assembler = Assembler(self.cfg.capture_schema, DefaultRoles(conn))
+            spill = self.cfg.source_root / "binlog"
+            self.assembler = Assembler(self.cfg.capture_schema, DefaultRoles(conn),
+                                       lambda: EventBuffer(spill, self.cfg.buffer_bytes))
             return self._run()
         finally:
             conn.close()
@@ -178,12 +188,16 @@ class BinlogCapture:
                 txn = self.assembler.feed(ev, stream.log_file)
                 if txn is not None:
                     pending.append(txn)
-                    if len(pending) >= self.cfg.flush_txns:
+                    if txn.body is not None and txn.body.spilled:
+                        self.result.spilled_transactions += 1
+                    held = sum(t.held_bytes for t in pending)
+                    if len(pending) >= self.cfg.flush_txns or held >= self.cfg.buffer_bytes:
                         self._flush(pending)
         except KeyboardInterrupt:
             log.info("interrupted: writing what was read")
         finally:
             stream.close()
+            self.assembler.abandon()
             self._flush(pending)
         return self.result
 
@@ -224,18 +238,20 @@ class BinlogCapture:
             log.warning("could not prune binlog session markers: %s", exc)
 
     def _publish(self, file: str, txns: list[Transaction]) -> None:
-        events = [e for t in txns for e in t.events]
-        sessions = [s for t in txns for s in t.sessions]
-        self.result.transactions += sum(1 for t in txns if t.events)
-        if not events:
+        landed = [t for t in txns if t.head]
+        sessions = [s for t in landed for s in t.sessions]
+        self.result.transactions += len(landed)
+        if not landed:
             return
-        name = f"{file}-{events[0]['pos']:012d}-{txns[-1].end.pos:012d}.jsonl"
+        name = f"{file}-{landed[0].first_pos:012d}-{txns[-1].end.pos:012d}.jsonl"
         if sessions:  # before the events: a transaction never lands before its session
             write_file(self.cfg.source_root / "sessions" / name, [to_json(s) for s in sessions])
             self.result.sessions += len(sessions)
-        self.result.files.append(write_file(self.cfg.source_root / "binlog" / name,
-                                            [to_json(e) for e in events]))
-        self.result.events += len(events)
+        lines = (line for t in landed for line in t.lines())  # streamed: a spilled body is read back
+        self.result.files.append(write_file(self.cfg.source_root / "binlog" / name, lines))
+        self.result.events += sum(len(t) for t in landed)
+        for t in landed:
+            t.discard()
 
 
 def capture(cfg: BinlogConfig) -> CaptureResult:

@@ -1,6 +1,7 @@
 """python-mysql-replication events -> CONTRACT §2.1 events, one finished transaction at a time.
 
-Events are held until their transaction ends, because on MariaDB the thread that ran a
+Events are held until their transaction ends (as JSON lines in an event buffer, which spills
+to disk past a bound: capture/event_buffer.py), because on MariaDB the thread that ran a
 transaction is only known from inside it: MariaDB before 11.5 writes no thread id for row-based
 transactions (its GTID event replaces MySQL's ``BEGIN`` query, which carries one). When the
 session-marker triggers of :func:`ddl_mariadb.marker_statements` are installed, every
@@ -13,7 +14,9 @@ On MySQL the ``BEGIN`` query's thread id is used. Row events of the capture sche
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,6 +24,8 @@ from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, Xi
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from .ddl_mariadb import MARKER_TABLE
+from .event_buffer import EventBuffer
+from .landing import to_json
 from .sqlquote import CAPTURE_SCHEMA
 
 FIELDS = ("server_id", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", "schema", "table",
@@ -61,10 +66,43 @@ class Position:
 
 @dataclass
 class Transaction:
-    events: list[dict]  # CONTRACT §2.1, in log order; empty when nothing was left to emit
+    """A finished transaction's CONTRACT §2.1 events, in log order: ``head`` (the begin, or a
+    lone DDL or statement event; empty when nothing was left to emit), ``body`` (the events
+    between begin and end, as JSON lines) and ``tail`` (its commit or rollback)."""
+
+    head: list[dict]
     end: Position  # resume here to read the next transaction
     sessions: list[dict] = field(default_factory=list)  # CONTRACT §2.2
     marker_ids: list[int] = field(default_factory=list)  # session-marker rows read
+    body: EventBuffer | None = None
+    tail: dict | None = None
+
+    @property
+    def first_pos(self) -> int:
+        return self.head[0]["pos"]
+
+    def __len__(self) -> int:
+        return len(self.head) + (len(self.body) if self.body else 0) + (self.tail is not None)
+
+    @property
+    def held_bytes(self) -> int:
+        return self.body.held_bytes if self.body else 0
+
+    def lines(self) -> Iterator[str]:
+        """Every event as a JSON line, in log order."""
+        yield from (to_json(e) for e in self.head)
+        if self.body:
+            yield from self.body.lines()
+        if self.tail is not None:
+            yield to_json(self.tail)
+
+    def events(self) -> list[dict]:
+        """Every event, parsed back (for tests and small transactions)."""
+        return [json.loads(line) for line in self.lines()]
+
+    def discard(self) -> None:
+        if self.body:
+            self.body.discard()
 
 
 def event(server_id: int, file: str, pos: int, ts: int, gtid: str | None, type_: str, **kw) -> dict:
@@ -128,11 +166,14 @@ def session_connected_at(since: datetime) -> str:
 class Assembler:
     """Feed stream events in log order; get each transaction back when it ends."""
 
-    def __init__(self, capture_schema: str = CAPTURE_SCHEMA, role_of=lambda user, host: None):
+    def __init__(self, capture_schema: str = CAPTURE_SCHEMA, role_of=lambda user, host: None,
+                 new_buffer: Callable[[], EventBuffer] = EventBuffer):
         self.capture_schema = capture_schema
         self.role_of = role_of  # (user, host) -> role: markers cannot see roles (see ddl_mariadb)
+        self.new_buffer = new_buffer  # holds an open transaction's events
         self._gtid: str | None = None
-        self._open: list[dict] | None = None
+        self._begin_event: dict | None = None  # kept whole: its thread_id is known at the end
+        self._open: EventBuffer | None = None
         self._marker: dict | None = None
         self._marker_ids: list[int] = []
         self._seen_sessions: set[tuple] = set()
@@ -155,13 +196,20 @@ class Assembler:
             self._on_rows(ev, kind, base)
         return None
 
+    def abandon(self) -> None:
+        """Drop the open transaction (the stream stopped inside it): a restart reads it again."""
+        if self._open is not None:
+            self._open.discard()
+        self._begin_event, self._open = None, None
+
     def _begin(self, base, thread_id) -> None:
-        self._open = [event(*base, self._gtid, "begin", thread_id=thread_id)]
+        self._begin_event = event(*base, self._gtid, "begin", thread_id=thread_id)
+        self._open = self.new_buffer()
         self._marker = None
         self._marker_ids = []
 
     def _on_gtid(self, gtid: str, standalone: bool, base) -> None:
-        self._open = None  # a transaction without its end (crash) is never applied: drop it
+        self.abandon()  # a transaction without its end (crash) is never applied: drop it
         self._gtid = gtid
         if not standalone:
             self._begin(base, None)
@@ -194,7 +242,7 @@ class Assembler:
         statement = event(*base, self._gtid, STATEMENT, thread_id=ev.slave_proxy_id, schema=schema, table=table,
                           query=query)
         if self._open is not None:
-            self._open.append(statement)
+            self._open.append(to_json(statement))
             return None
         gtid, self._gtid = self._gtid, None
         return Transaction([{**statement, "gtid": gtid}], end)
@@ -219,20 +267,22 @@ class Assembler:
                 self._marker = self._marker or ev.rows[0]["values"]
                 self._marker_ids += [int(r["values"]["id"]) for r in ev.rows]
             return
-        self._open.append(event(*base, self._gtid, kind, schema=ev.schema, table=ev.table,
-                                primary_key=_primary_key(ev.primary_key),
-                                rows=_images(kind, ev.rows)))
+        self._open.append(to_json(event(*base, self._gtid, kind, schema=ev.schema, table=ev.table,
+                                        primary_key=_primary_key(ev.primary_key),
+                                        rows=_images(kind, ev.rows))))
 
     def _close(self, last: dict, end: Position) -> Transaction:
-        events, marker, marker_ids = self._open, self._marker, self._marker_ids
-        self._open, self._marker, self._gtid, self._marker_ids = None, None, None, []
-        if events is None or len(events) == 1:  # nothing left to emit (only capture bookkeeping)
+        begin, body, marker, marker_ids = self._begin_event, self._open, self._marker, self._marker_ids
+        self._begin_event, self._open, self._marker, self._gtid, self._marker_ids = None, None, None, None, []
+        if body is None or not len(body):  # nothing left to emit (only capture bookkeeping)
+            if body is not None:
+                body.discard()
             return Transaction([], end, marker_ids=marker_ids)
         sessions = []
         if marker is not None:
-            events[0]["thread_id"] = int(marker["thread_id"])
+            begin["thread_id"] = int(marker["thread_id"])
             sessions = self._session(last["server_id"], marker)
-        return Transaction(events + [last], end, sessions, marker_ids)
+        return Transaction([begin], end, sessions, marker_ids, body=body, tail=last)
 
     def _session(self, server_id: int, marker: dict) -> list[dict]:
         row = {"server_id": server_id, "thread_id": int(marker["thread_id"]),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cdc_lakehouse.cli_types import positive_int
 
+from .event_buffer import DEFAULT_BUFFER_BYTES
 from .sqlquote import TableName
 
 PASSWORD_ENV = "CDC_CAPTURE_PASSWORD"
@@ -195,12 +196,13 @@ def cmd_binlog(args) -> int:
                        else os.environ.get(PASSWORD_ENV, ""),
                        reader_server_id=args.server_id, landing=Path(args.landing),
                        source=args.source, state_dir=args.state, follow=args.follow,
-                       start=args.start, capture_schema=args.capture_schema)
+                       start=args.start, capture_schema=args.capture_schema,
+                       buffer_bytes=args.buffer_mb * 2**20)
     result = capture(cfg)
     pos = result.position
     print(json.dumps({"source": args.source, "transactions": result.transactions,
                       "events": result.events, "sessions": result.sessions,
-                      "files": [str(f) for f in result.files],
+                      "files": [str(f) for f in result.files], "spilled_transactions": result.spilled_transactions,
                       "position": {"file": pos.file, "pos": pos.pos} if pos else None}))
     return 0
 
@@ -265,6 +267,9 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     binlog.add_argument("--start", choices=("earliest", "current"), default="earliest",
                         help="where to start without a checkpoint")
     binlog.add_argument("--capture-schema", default="cdc_capture")
+    binlog.add_argument("--buffer-mb", type=positive_int, default=DEFAULT_BUFFER_BYTES // 2**20,
+                        help="events held in memory (MB); a larger transaction is held in a hidden file "
+                             "next to the landing files until its commit (default %(default)s)")
     binlog.set_defaults(func=cmd_binlog)
     return capture
 

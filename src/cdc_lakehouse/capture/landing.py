@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -107,7 +108,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_temp(folder: Path, lines: list[str]) -> Path:
+def write_temp(folder: Path, lines: Iterable[str]) -> Path:
     """Write ``lines`` (JSON texts) to a durable hidden temporary file in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f"{TMP_PREFIX}{uuid.uuid4().hex}.part"  # no .jsonl: never listed as input
@@ -126,7 +127,7 @@ def publish(tmp: Path, final: Path) -> None:
     fsync_dir(final.parent)
 
 
-def write_file(final: Path, lines: list[str]) -> Path:
+def write_file(final: Path, lines: Iterable[str]) -> Path:
     publish(write_temp(final.parent, lines), final)
     return final
 
