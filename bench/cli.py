@@ -188,6 +188,16 @@ def cmd_incremental(args) -> int:
     return exit_code(result)
 
 
+def cmd_capture_memory(args) -> int:
+    from bench import capture_memory, report
+
+    result = {**_header("capture-memory", args), "git": measure.git_state()}
+    result["capture_memory"] = capture_memory.run(args.work, args.rows, args.buffer_mb)
+    report.print_capture_memory(result["capture_memory"])
+    _write_json(args.json or RESULTS / "capture_memory.json", result)
+    return 0
+
+
 def cmd_all(args) -> int:
     from bench import apply_scaling, report, throughput
 
@@ -327,6 +337,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true", help="skip comparing the replicas with the source state at the end")
     p.add_argument("--keep-lakes", action="store_true", help="keep the lakes under --work for inspection")
     p.set_defaults(func=cmd_incremental)
+
+    p = sub.add_parser("capture-memory", help="peak memory of binlog capture versus the size of one transaction")
+    _measure_args(p)
+    p.add_argument("--rows", type=_sizes, default=(100_000, 1_000_000),
+                   help="rows of the one transaction, per run (default 100000,1000000)")
+    p.add_argument("--buffer-mb", type=_positive, default=64, help="capture's event buffer (default 64)")
+    p.set_defaults(func=cmd_capture_memory)
 
     p = sub.add_parser("report", help="Markdown tables from a JSON result")
     p.add_argument("--json", type=_input_file, required=True)

@@ -209,6 +209,17 @@ def print_incremental(res: dict) -> None:
                              incremental_flow_rows(res)))
 
 
+CAPTURE_MEMORY_HEADER = ["rows in the transaction", "peak RSS MB", "capture s", "landed MB"]
+
+
+def print_capture_memory(res: dict) -> None:
+    rows = [[str(r["rows"]), str(r["peak_rss_mb"]), str(r["capture_s"]), str(r["landed_mb"])]
+            for r in [res["floor"], *res["runs"]]]
+    console.print(_table(f"Binlog capture memory (buffer {res['buffer_mb']} MB)", CAPTURE_MEMORY_HEADER, rows))
+    console.print(f"peak RSS largest / smallest transaction: {res['rss_ratio_largest_to_smallest']}; "
+                  f"largest / one-row floor: {res['rss_over_floor_largest']}")
+
+
 # -- Markdown ---------------------------------------------------------------------------------
 def md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
