@@ -72,6 +72,11 @@ def test_hostile_names_postgres(pg, tmp_path):
     conn.execute(f"CREATE TABLE {pg_ident(schema)}.{pg_ident(HOSTILE_TABLE)} "
                  f"({pg_ident(HOSTILE_COLUMN)} int PRIMARY KEY, \"select\" text)")
     conn.execute(ddl_postgres.shadow_ddl(table))
+    conn.execute(ddl_postgres.shadow_ddl(table))  # idempotent
+    # The exporter's look-up of a batch's transactions by (txn_id, id) has its index.
+    indexed = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'cdc_capture' AND tablename = %s "
+                           "AND indexdef LIKE '%%(txn_id, id)'", (table.shadow,)).fetchall()
+    assert len(indexed) == 1
     src = f"{pg_ident(schema)}.{pg_ident(HOSTILE_TABLE)}"
     conn.execute(f"INSERT INTO {src} VALUES (1, 'a'), (2, 'b')")
     conn.execute(f"UPDATE {src} SET {pg_ident(HOSTILE_COLUMN)} = 3, \"select\" = NULL "
@@ -93,8 +98,12 @@ def test_hostile_names_mariadb(maria, tmp_path):
     cur.execute(f"CREATE DATABASE {my_ident(schema)}")
     cur.execute(f"CREATE TABLE {my_ident(schema)}.y (id int)")
     cur.execute(f"CREATE TABLE {src} ({my_ident(HOSTILE_COLUMN)} int PRIMARY KEY, `select` text)")
-    for statement in ddl_mariadb.shadow_statements(table, [HOSTILE_COLUMN, "select"], [HOSTILE_COLUMN]):
-        cur.execute(statement)
+    for _ in range(2):  # idempotent
+        for statement in ddl_mariadb.shadow_statements(table, [HOSTILE_COLUMN, "select"], [HOSTILE_COLUMN]):
+            cur.execute(statement)
+    cur.execute("SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics "
+                "WHERE table_schema = 'cdc_capture' AND table_name = %s AND index_name = 'txn_id_id'", (table.shadow,))
+    assert cur.fetchone() == ("txn_id,id",)
     cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES,ANSI_QUOTES')")
     cur.execute(f"INSERT INTO {src} VALUES (1, 'a'), (2, 'b')")
     cur.execute(f"UPDATE {src} SET {my_ident(HOSTILE_COLUMN)} = 3, `select` = NULL "

@@ -123,6 +123,8 @@ def table_statements(table: TableName, columns: list[str], keys: list[str]) -> l
     txn_end  BIGINT UNSIGNED GENERATED ALWAYS AS ROW END INVISIBLE,
     PERIOD FOR SYSTEM_TIME (txn_id, txn_end)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 WITH SYSTEM VERSIONING""",
+        # The exporter looks up the rest of a batch's transactions by txn_id past an id.
+        f"CREATE INDEX IF NOT EXISTS txn_id_id ON {shadow} (txn_id, id)",
         f"""REPLACE INTO {S}.`_tables` (source_schema, source_table, shadow_table, key_columns)
 VALUES ({my_string(table.schema)}, {my_string(table.table)}, {my_string(table.shadow)},
         JSON_ARRAY({', '.join(my_string(k) for k in keys)}))""",

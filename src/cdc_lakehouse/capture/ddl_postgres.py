@@ -122,6 +122,7 @@ def table_ddl(table: TableName, keys: list[str] | None = None) -> str:
     """
     src = f"{pg_ident(table.schema)}.{pg_ident(table.table)}"
     shadow = f"{S}.{pg_ident(table.shadow)}"
+    txn_index = pg_ident(f"{table.shadow}_txn")  # in the shadow table's schema
     regclass = f"{pg_literal(src)}::regclass"
     pk = (f"(SELECT array_agg(a.attname::text ORDER BY k.ord) FROM pg_index i "
           f"CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
@@ -139,6 +140,8 @@ CREATE TABLE IF NOT EXISTS {shadow} (
     old_key  json,
     "values" json
 );
+-- The exporter looks up the rest of a batch's transactions by txn_id past an id.
+CREATE INDEX IF NOT EXISTS {txn_index} ON {shadow} (txn_id, id);
 
 INSERT INTO {S}._tables (relid, source_schema, source_table, shadow_table, key_columns)
 SELECT {regclass}, {pg_literal(table.schema)}, {pg_literal(table.table)},
