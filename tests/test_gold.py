@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import load_onboarding
-from cdc_lakehouse.gold import audit, dashboard, health, schemas
+from cdc_lakehouse.gold import audit, commit_point, dashboard, health, schemas
 from cdc_lakehouse.gold.commit_point import replication_watermark
 from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
 from cdc_lakehouse.runtime.catalog import run_sql
@@ -303,6 +304,45 @@ def test_held_transaction_and_its_age_while_its_commit_has_not_landed(history):
     row = history.read("gold.replication_health", history.after_first).first()
     assert (row["held_transactions"], row["oldest_held_begin_ts"]) == (1, held[0]["begin_ts"])
     assert history.read("gold.held_transactions").count() == 0
+
+
+RELEASE_TXNS = "txn_id string, status string, begin_ts timestamp, commit_ts timestamp, begin_position long, " \
+               "sequence_position long, rows_changed long"
+
+
+def test_a_release_policy_stops_a_held_transaction_holding_gold_back(spark):
+    """With cdc_lakehouse.held_release_after_minutes, a held transaction begun that long before
+    the source's newest commit is released: counted as such, and gold's commit point no longer
+    waits for it. H began at 10:05; B, after it in commit order, committed at 10:30."""
+    at = datetime.fromisoformat
+    txns = spark.createDataFrame([
+        ("A", "committed", at("2026-03-02 10:00:00"), at("2026-03-02 10:00:00"), 90, 100, 1),
+        ("H", "open", at("2026-03-02 10:05:00"), None, 150, None, 0),
+        ("B", "committed", at("2026-03-02 10:29:00"), at("2026-03-02 10:30:00"), 190, 200, 1),
+    ], RELEASE_TXNS)
+    changes = spark.createDataFrame([(100, "A"), (200, "B")], "position long, txn string").select(
+        F.struct("position", "txn").alias("sequence"))
+
+    def applied(minutes):
+        return sorted(r["sequence"]["txn"] for r in commit_point.before_held(changes, txns, minutes).collect())
+
+    assert applied(None) == ["A"] and applied(30) == ["A"]  # 10:05 is not 30 minutes before 10:30
+    assert applied(25) == ["A", "B"]
+    point = spark.createDataFrame([((200, "B"),)], f"sequence {schemas.SEQUENCE}")
+    stats = health.transaction_stats(commit_point.with_release(txns, 25), point).first()
+    assert (stats["held_transactions"], stats["released_held_transactions"]) == (1, 1)
+
+
+def test_a_held_transaction_begun_after_the_newest_commit_is_never_released(history):
+    """gtid:0-1-299 waits for its commit, which lands in the next run: no commit of the source
+    comes after its begin, so even a policy of 0 minutes does not release it."""
+    def read(name):
+        return history.read(name, history.after_first)
+
+    for settings in (history.settings, replace(history.settings, held_release_after_minutes=0)):
+        held = health.held_transactions(read, settings).collect()
+        assert [(r["txn_id"], r["released"]) for r in held] == [("gtid:0-1-299", False)]
+        assert health.replication_health(read, settings).first()["released_held_transactions"] == 0
 
 
 def test_replication_health_after_the_last_run(history):

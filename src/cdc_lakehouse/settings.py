@@ -9,6 +9,7 @@ from cdc_lakehouse.config import Onboarding, load_onboarding
 LANDING_PATH = "cdc_lakehouse.landing_path"
 ONBOARDING_FILE = "cdc_lakehouse.onboarding_file"
 ENV = "cdc_lakehouse.env"
+HELD_RELEASE_AFTER = "cdc_lakehouse.held_release_after_minutes"
 
 # The captures silver builds a change stream for (src/silver/changes.py), and with it the
 # replicas' AUTO CDC input and an anomalies table; snapshot-only sources have neither.
@@ -25,6 +26,9 @@ class PipelineSettings:
     bronze: str = "bronze"
     silver: str = "silver"
     gold: str = "gold"
+    # A held transaction begun this many minutes before its source's newest commit stops holding
+    # gold back (gold/commit_point.py); None: gold waits for it however long.
+    held_release_after_minutes: int | None = None
 
     @classmethod
     def from_spark(cls, spark) -> "PipelineSettings":
@@ -40,7 +44,16 @@ class PipelineSettings:
             bronze=conf("cdc_lakehouse.bronze_schema", "bronze"),
             silver=conf("cdc_lakehouse.silver_schema", "silver"),
             gold=conf("cdc_lakehouse.gold_schema", "gold"),
+            held_release_after_minutes=_minutes(HELD_RELEASE_AFTER, spark.conf.get(HELD_RELEASE_AFTER, None)),
         )
 
     def sources(self, capture: str) -> list[str]:
         return sorted({f.source for f in self.onboarding.flows if f.capture == capture})
+
+
+def _minutes(key: str, value: str | None) -> int | None:
+    if value is None or value.strip() == "":
+        return None
+    if not value.strip().isdigit():
+        raise ValueError(f"the pipeline configuration '{key}' must be a whole number of minutes (got {value!r})")
+    return int(value)

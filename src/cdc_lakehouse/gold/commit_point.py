@@ -23,12 +23,26 @@ POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"
 HELD = ("open", "unterminated")
 
 
-def before_held(changes: DataFrame, transactions: DataFrame) -> DataFrame:
+def with_release(transactions: DataFrame, release_after_minutes: int | None) -> DataFrame:
+    """``transactions`` with ``released``: a held one begun ``release_after_minutes`` or more
+    before the source's newest commit no longer holds gold back. Measured in source time, not by
+    the clock: the same lake gives the same answer, and a paused pipeline releases nothing."""
+    if release_after_minutes is None:
+        return transactions.withColumn("released", F.lit(False))
+    newest = transactions.filter(F.col("status") == "committed").agg(F.max("commit_ts").alias("__newest"))
+    cutoff = F.col("__newest") - F.make_dt_interval(mins=F.lit(release_after_minutes))
+    released = F.col("status").isin(*HELD) & F.coalesce(F.col("begin_ts") <= cutoff, F.lit(False))
+    return transactions.crossJoin(newest).withColumn("released", released).drop("__newest")
+
+
+def before_held(changes: DataFrame, transactions: DataFrame, release_after_minutes: int | None = None) -> DataFrame:
     """The changes sequenced before the begin of the source's first held transaction. A held
     transaction commits after its begin, and a transaction committed after that begin may come
     after it in commit order (in the binlog it does: a transaction's events are written at its
-    commit, all together), so gold waits for it rather than show a state the source never had."""
-    first = transactions.filter(F.col("status").isin(*HELD)).agg(F.min("begin_position").alias("__held_from"))
+    commit, all together), so gold waits for it rather than show a state the source never had;
+    unless the release policy (``with_release``) gave up on it."""
+    holding = with_release(transactions, release_after_minutes).filter(F.col("status").isin(*HELD) & ~F.col("released"))
+    first = holding.agg(F.min("begin_position").alias("__held_from"))
     before = F.col("__held_from").isNull() | (F.col("sequence.position") < F.col("__held_from"))
     return changes.crossJoin(first).filter(before).drop("__held_from")
 
@@ -93,7 +107,8 @@ def _source_watermark(read, settings, source: str) -> DataFrame:
     if not found:
         return source_watermark(source, changes, gold_tables)
     transactions = found[0][1]
-    return source_watermark(source, before_held(changes, transactions), gold_tables, transactions)
+    held = before_held(changes, transactions, settings.held_release_after_minutes)
+    return source_watermark(source, held, gold_tables, transactions)
 
 
 def after(df: DataFrame, gates: list[DataFrame]) -> DataFrame:

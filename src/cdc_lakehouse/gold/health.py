@@ -17,7 +17,7 @@ from cdc_lakehouse.bronze import landing
 from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
-from cdc_lakehouse.gold.commit_point import HELD
+from cdc_lakehouse.gold.commit_point import HELD, with_release
 
 NO_TABLE = "(none)"
 
@@ -38,7 +38,7 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         "source", "sequence", F.col("commit_ts").alias("last_commit_ts"), F.col("txn_id").alias("last_txn_id"),
         F.current_timestamp().alias("measured_at"),
     )
-    transactions = read(inputs.transactions_table(settings, source))
+    transactions = with_release(read(inputs.transactions_table(settings, source)), settings.held_release_after_minutes)
     txn_stats = transaction_stats(transactions, point)
     shadow = any(f.capture == "shadow" for f in inputs.flows_of(settings, source))
     ties = tied_commits(transactions) if shadow else point.sparkSession.range(1).select(
@@ -51,12 +51,13 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
-        "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
+        "released_held_transactions", "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
     )
 
 
 def transaction_stats(transactions: DataFrame, point: DataFrame) -> DataFrame:
-    """One row: the source's transactions by status, relative to the commit point."""
+    """One row: the source's transactions by status, relative to the commit point
+    (``transactions`` as ``with_release`` gives them)."""
     status = F.col("status")
     committed, held = status == "committed", status.isin(*HELD)
     own_sequence = F.struct(F.col("sequence_position").alias("position"), F.col("txn_id").alias("txn"))
@@ -66,6 +67,7 @@ def transaction_stats(transactions: DataFrame, point: DataFrame) -> DataFrame:
         F.count_if(committed & (F.col("rows_changed") > 0) & after_point).alias("pending_transactions"),
         F.count_if(held).alias("held_transactions"),
         F.min(F.when(held, F.col("begin_ts"))).alias("oldest_held_begin_ts"),
+        F.count_if(F.col("released")).alias("released_held_transactions"),
         F.count_if(status == "rolled_back").alias("rolled_back_transactions"),
     )
 
@@ -83,11 +85,12 @@ def held_transactions(read, settings) -> DataFrame:
     """``gold.held_transactions``: one row per transaction begun but not committed yet."""
     parts = []
     for source in inputs.sources(settings):
-        held = read(inputs.transactions_table(settings, source)).filter(F.col("status").isin(*HELD))
+        transactions = with_release(read(inputs.transactions_table(settings, source)), settings.held_release_after_minutes)
+        held = transactions.filter(F.col("status").isin(*HELD))
         parts.append(held.withColumn("measured_at", F.current_timestamp()).select(
             "source", "txn_id", "status", "begin_ts",
             seconds_between(F.col("measured_at"), F.col("begin_ts")).alias("age_seconds"),
-            "user", "role", "server_id", "thread_id", "gtid", "position", "measured_at",
+            "user", "role", "server_id", "thread_id", "gtid", "position", "released", "measured_at",
         ))
     return inputs.union_all(parts)
 

@@ -170,6 +170,9 @@ REPLICATION_HEALTH = GoldTable(
         ("held_transactions", "BIGINT", "Transactions held: begun but not committed yet (open, unterminated)."),
         ("oldest_held_begin_ts", "TIMESTAMP", "Begin time of the oldest held transaction."),
         ("oldest_held_age_seconds", "DOUBLE", "measured_at minus oldest_held_begin_ts, in seconds."),
+        ("released_held_transactions", "BIGINT", "Held transactions that no longer hold gold back: begun longer "
+                                                 "than cdc_lakehouse.held_release_after_minutes before the newest "
+                                                 "commit (0 without that setting: gold waits)."),
         ("rolled_back_transactions", "BIGINT", "Transactions ended by ROLLBACK (never applied)."),
         ("quarantined_lines", "BIGINT", "Landing lines of the source in bronze quarantine tables."),
         ("anomalous_changes", "BIGINT", "Distinct changes of the source with at least one anomaly in "
@@ -183,7 +186,7 @@ REPLICATION_HEALTH = GoldTable(
 HELD_TRANSACTIONS = GoldTable(
     "held_transactions",
     "Transactions held back: begun (or with change rows landed) but not committed yet; applied once "
-    "their commit lands, never dropped.",
+    "their commit lands, never dropped (a released one no longer holds gold back).",
     (
         SOURCE, TXN_ID,
         ("status", "STRING", "open: no commit yet; unterminated: a new transaction began on the connection first."),
@@ -194,6 +197,8 @@ HELD_TRANSACTIONS = GoldTable(
         ("thread_id", "BIGINT", "Source connection (thread) id (binlog)."),
         ("gtid", "STRING", "GTID, when GTIDs are on (binlog)."),
         ("position", "STRUCT<file: STRING, pos: BIGINT>", "Binlog position, when known."),
+        ("released", "BOOLEAN", "Given up on by the release policy (cdc_lakehouse.held_release_after_minutes): "
+                                "gold no longer waits for it; its changes apply if its commit still lands."),
         ("measured_at", "TIMESTAMP", "When the pipeline update measured this row."),
     ),
 )
