@@ -151,13 +151,21 @@ UNREAD = {
 
 @pytest.fixture(scope="module")
 def crafted(spark, tmp_path_factory):
+    # Paths are literal: a landing under brackets and braces (no glob pattern), a lake under a
+    # space (delta-rs %-encodes it).
     root = tmp_path_factory.mktemp("crafted")
+    landing, lake = root / "a [b] {c}" / "landing", root / "l m" / "lake"
     for relative, (lines, end) in CRAFTED.items():
-        write(root / "landing", relative, lines, end)
+        write(landing, relative, lines, end)
     for relative, lines in UNREAD.items():
-        write(root / "landing", relative, lines)
-    result = run(spark, root / "landing", root / "lake", gold=True)
-    return DeltaRsStore(spark, root / "lake"), result
+        write(landing, relative, lines)
+    result = run(spark, landing, lake, gold=True)
+    return DeltaRsStore(spark, lake), result
+
+
+def test_a_lake_path_delta_rs_cannot_store_is_a_clear_error(spark, tmp_path):
+    with pytest.raises(ValueError, match=r"cannot hold Delta tables under a path with '\[' or '\]'"):
+        DeltaRsStore(spark, tmp_path / "lake [1]")
 
 
 def relative_file():

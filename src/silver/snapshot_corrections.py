@@ -6,6 +6,7 @@
 # that position win. See docs/snapshots.md.
 import dlt
 
+from cdc_lakehouse.storage.paths import glob_literal
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, FILE_FILTER, READ_OPTIONS, corrections_uri
 
@@ -20,7 +21,7 @@ def landed_corrections(source: str):
         .option("pathGlobFilter", FILE_FILTER)
         .options(**READ_OPTIONS)
         .schema(CHANGE_STREAM_SCHEMA)
-        .load(corrections_uri(settings.landing_path, source))
+        .load(glob_literal(corrections_uri(settings.landing_path, source)))  # a literal path, not a pattern
     )
 
 

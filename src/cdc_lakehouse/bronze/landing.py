@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.bronze.fields import parse_fields
 from cdc_lakehouse.bronze.kinds import Kind
 from cdc_lakehouse.bronze.lines import numbered_lines, read_landing, whole_files
+from cdc_lakehouse.storage.paths import glob_literal
 from cdc_lakehouse.bronze.rules import reason
 
 PROVENANCE = ("_source", "_source_file", "_line", "_ingested_at")
@@ -39,7 +40,8 @@ def bronze_columns(kind: Kind) -> list[str]:
 
 def landing_lines(spark, kind: Kind, landing_path: str, source: str, onboarded: list[str]) -> DataFrame:
     """Every new line of the kind's landing files, parsed, with ``_raw`` and ``_reason``."""
-    files = read_landing(spark, f"{landing_path}/{source}/{kind.folder}", kind.name_filter)
+    # The landing path and source name are literal, the kind's folder may be a pattern.
+    files = read_landing(spark, f"{glob_literal(landing_path)}/{glob_literal(source)}/{kind.folder}", kind.name_filter)
     return checked_lines(files, kind, source, onboarded)
 
 

@@ -18,15 +18,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from cdc_lakehouse.storage.paths import glob_literal
+
 # Options that only mean something to Auto Loader itself.
 _AUTOLOADER_ONLY = ("cloudfiles.",)
 TEXT_SCHEMA = StructType([StructField("value", StringType())])
 
 
 def list_files(path: str, options: dict) -> list[str]:
-    """All data files under ``path`` (a folder or a glob), sorted for a stable order."""
+    """All data files under ``path`` (a folder or a glob, read as Hadoop reads it: a backslash
+    makes the next character literal), sorted for a stable order."""
     name_filter = _option(options, "pathGlobFilter")
-    roots = glob.glob(path) if glob.has_magic(path) else [path]
+    pattern, literal = _python_glob(path)
+    roots = glob.glob(pattern) if glob.has_magic(pattern) else [literal]
     found = []
     for root in roots:
         if os.path.isfile(root):
@@ -40,6 +44,20 @@ def list_files(path: str, options: dict) -> list[str]:
                 if _wanted(f, name_filter)
             )
     return sorted(found)
+
+
+def _python_glob(path: str) -> tuple[str, str]:
+    """A Hadoop glob as a Python ``glob`` pattern, and as the literal path it names when it has
+    no pattern: ``\\[`` is a literal ``[`` (``[[]`` to Python's glob)."""
+    pattern, literal, chars = [], [], iter(path)
+    for c in chars:
+        if c == "\\":
+            c = next(chars, "\\")
+            pattern.append(glob.escape(c))
+        else:
+            pattern.append(c)
+        literal.append(c)
+    return "".join(pattern), "".join(literal)
 
 
 def listing_options(options: dict) -> dict:
@@ -88,7 +106,7 @@ def _load(spark: SparkSession, files: list[str], fmt: str, options: dict, schema
     reader = spark.read.format(fmt).options(**spark_options)
     if schema is not None:
         reader = reader.schema(schema)
-    return reader.load(files)
+    return reader.load([glob_literal(f) for f in files])  # listed already: no pattern in them
 
 
 def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:

@@ -28,10 +28,11 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
 
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
+
+from cdc_lakehouse.storage.paths import local_path
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
 _READS_CLOCK = re.compile(
@@ -105,13 +106,7 @@ def _only_tables(batch, inputs: dict[str, int], files: list[str]) -> bool:
     if any(not name.startswith("read:") for name, _ in batch.reads):
         return False
     folders = [f"{batch.store.path(name).resolve()}/" for name in inputs]
-    return all(any(_local_path(f).startswith(folder) for folder in folders) for f in files)
-
-
-def _local_path(uri: str) -> str:
-    """``file:/a/b%20c`` or ``file:///a/b c`` -> ``/a/b c``; other schemes are kept whole."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+    return all(any(local_path(f).startswith(folder) for folder in folders) for f in files)
 
 
 def _normalized(plan_json: str) -> str:

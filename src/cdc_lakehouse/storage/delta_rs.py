@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
 from cdc_lakehouse.storage.base import Commit, TableInfo, UpsertSpec
+from cdc_lakehouse.storage.paths import glob_literal, local_path
 
 DEFAULT_SCHEMA = "default"
 
@@ -35,6 +36,9 @@ class DeltaRsStore:
         self.spark = spark
         self.stage_above_bytes = stage_above_bytes
         self.lake = Path(lake).resolve()
+        if any(c in str(self.lake) for c in "[]"):  # delta-rs reads such a path as a URL host
+            raise ValueError(f"delta-rs cannot hold Delta tables under a path with '[' or ']' "
+                             f"({self.lake}): choose another lake folder")
         # Called as hook("before"|"after", table) around every data commit: the seam where
         # reliability tests stop a run, as a crash would, at every commit point.
         self.commit_hook = commit_hook
@@ -92,7 +96,7 @@ class DeltaRsStore:
         table = self._table(name, version)
         if table is None:
             raise LookupError(f"table {name} does not exist in {self.lake}")
-        return self._files_as_dataframe(table, table.file_uris())
+        return self._files_as_dataframe(table, _files(table))
 
     def column_max(self, name: str, column: str):
         """From the files' statistics when every file has one for the column (no pass over
@@ -116,8 +120,8 @@ class DeltaRsStore:
         table = self._table(name, up_to)
         if table is None:
             raise LookupError(f"table {name} does not exist in {self.lake}")
-        before = set() if after is None else set(self._table(name, after).file_uris())
-        now = table.file_uris()
+        before = set() if after is None else set(_files(self._table(name, after)))
+        now = _files(table)
         removed = before.difference(now)
         if removed:
             raise StreamingSourceChanged(
@@ -135,8 +139,8 @@ class DeltaRsStore:
             return self.spark.createDataFrame([], schema)
         reader = self.spark.read.schema(schema)
         if table.metadata().partition_columns:
-            reader = reader.option("basePath", table.table_uri)
-        return reader.parquet(*files)
+            reader = reader.option("basePath", local_path(table.table_uri))
+        return reader.parquet(*[glob_literal(f) for f in files])  # exact files: no pattern in them
 
     def list_tables(self) -> list[TableInfo]:
         infos = []
@@ -330,3 +334,8 @@ def _key_range(data: pa.Table, key: str) -> str | None:
         return None
     literal = (lambda v: "'" + v.replace("'", "''") + "'") if isinstance(low, str) else str
     return f"t.`{key}` >= {literal(low)} AND t.`{key}` <= {literal(high)}"
+
+
+def _files(table: DeltaTable) -> list[str]:
+    """The table's data files as local paths (delta-rs gives %-encoded URIs)."""
+    return [local_path(uri) for uri in table.file_uris()]
