@@ -6,7 +6,7 @@
 # that position win. See docs/snapshots.md.
 import dlt
 
-from cdc_lakehouse.storage.paths import glob_literal
+from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, FILE_FILTER, READ_OPTIONS, corrections_uri
 

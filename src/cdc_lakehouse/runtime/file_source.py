@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from cdc_lakehouse.storage.paths import glob_literal
+from cdc_lakehouse.paths import glob_literal
 
 # Options that only mean something to Auto Loader itself.
 _AUTOLOADER_ONLY = ("cloudfiles.",)

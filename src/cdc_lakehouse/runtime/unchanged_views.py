@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
-from cdc_lakehouse.storage.paths import local_path
+from cdc_lakehouse.paths import local_path
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
 _READS_CLOCK = re.compile(

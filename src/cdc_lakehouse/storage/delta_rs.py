@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
 from cdc_lakehouse.storage.base import Commit, TableInfo, UpsertSpec
-from cdc_lakehouse.storage.paths import glob_literal, local_path
+from cdc_lakehouse.paths import glob_literal, local_path
 
 DEFAULT_SCHEMA = "default"
 
