@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.bronze.fields import parse_fields
 from cdc_lakehouse.bronze.kinds import Kind
 from cdc_lakehouse.bronze.lines import numbered_lines, read_landing, whole_files
-from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.bronze.rules import reason
+from cdc_lakehouse.paths import glob_literal
 
 PROVENANCE = ("_source", "_source_file", "_line", "_ingested_at")
 QUARANTINE_COLUMNS = ("_raw", "_reason", *PROVENANCE)

@@ -42,16 +42,15 @@ def landing_summary(read, settings) -> DataFrame:
         F.array_sort(F.collect_set(F.when(F.col("held"), F.col("source_table")))).alias("not_onboarded_tables"),
         F.lit(None).cast("string").alias("note"),
     )
-    return counted.select(*COLUMNS).unionByName(_unread(spark, settings))
+    summary = counted.select(*COLUMNS)
+    return summary.unionByName(_unread(spark, settings, summary.schema))
 
 
-def _unread(spark, settings) -> DataFrame:
-    """The landing folders no flow reads, as summary rows with nothing read from them."""
+def _unread(spark, settings, schema) -> DataFrame:
+    """The landing folders no flow reads, as summary rows (of ``schema``) with nothing read from them."""
     rows = [(u.source, None, 0, u.files, None, None, 0, 0, [], f"{u.folder}: {u.reason}")
             for u in unread_folders(settings.landing_path, settings.onboarding)]
-    return spark.createDataFrame(rows, "source string, bronze_table string, rows long, files long, kind string, "
-                                       "quarantine_table string, quarantined_rows long, not_onboarded_rows long, "
-                                       "not_onboarded_tables array<string>, note string")
+    return spark.createDataFrame(rows, schema)
 
 
 def _names(schema: str, source: str, kind) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cdc_lakehouse.bronze.kinds import landing_kinds
 from cdc_lakehouse.config import Onboarding
+from cdc_lakehouse.paths import local_path
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,10 @@ def _read_folders(onboarding: Onboarding) -> dict[str, set[str]]:
 
 
 def _file_path(landing_path: str) -> Path | None:
-    for prefix in ("file://", "file:", "dbfs:"):
-        if landing_path.startswith(prefix):
-            landing_path = landing_path.removeprefix(prefix)
-            break
-    return Path(landing_path) if landing_path.startswith("/") or "://" not in landing_path else None
+    """The landing as a local path (``dbfs:/Volumes/...`` is ``/Volumes/...``); None for a
+    URI of another scheme."""
+    path = local_path(landing_path.removeprefix("dbfs:"))
+    return None if "://" in path else Path(path)
 
 
 def _entries(folder: Path) -> list[Path]:

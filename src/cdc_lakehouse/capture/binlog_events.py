@@ -14,7 +14,6 @@ On MySQL the ``BEGIN`` query's thread id is used. Row events of the capture sche
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -95,10 +94,6 @@ class Transaction:
             yield from self.body.lines()
         if self.tail is not None:
             yield to_json(self.tail)
-
-    def events(self) -> list[dict]:
-        """Every event, parsed back (for tests and small transactions)."""
-        return [json.loads(line) for line in self.lines()]
 
     def discard(self) -> None:
         if self.body:

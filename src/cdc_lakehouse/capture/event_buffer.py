@@ -22,13 +22,13 @@ DEFAULT_BUFFER_BYTES = 64 * 2**20  # what binlog capture holds in memory
 
 class EventBuffer:
     def __init__(self, folder: Path | None = None, limit: int = UNBOUNDED):
-        """``folder``: where to spill (required with a ``limit``); ``limit``: bytes of JSON
-        text held in memory before spilling (``UNBOUNDED``: never)."""
+        """``folder``: where to spill (required with a ``limit``); ``limit``: characters of JSON
+        text (bytes, for ASCII) held in memory before spilling (``UNBOUNDED``: never)."""
         if limit != UNBOUNDED and folder is None:
             raise ValueError("an event buffer with a limit needs a folder to spill to")
         self.folder, self.limit = folder, limit
         self._lines: list[str] = []
-        self._held = 0  # bytes of _lines
+        self._held = 0  # characters of _lines, newlines included
         self._count = 0
         self._spill: Path | None = None
         self._file = None
@@ -38,7 +38,7 @@ class EventBuffer:
 
     @property
     def held_bytes(self) -> int:
-        """Bytes of JSON text held in memory (not spilled)."""
+        """Characters of JSON text held in memory (not spilled): the bound's measure."""
         return self._held
 
     @property
