@@ -342,7 +342,7 @@ def test_event_log_counts_rows_and_expectations_per_flow(crafted):
     assert (kept.rows_read, kept.rows_written, quarantined.rows_written) == (4, 16, 6)
     failed = {e.name: e.failed for e in kept.expectations}
     assert failed == {
-        "required fields present": 3, "row-based logging": 0, "known event type": 1, "row event names its table": 0,
+        "required fields present": 3, "binlog position in range": 0, "row-based logging": 0, "known event type": 1, "row event names its table": 0,
         "row event has a primary key": 1, "row event has rows": 0, "row images carry the primary key": 1,
         "ddl has its query": 0, "fields have their contract types": 1,
     }
@@ -355,7 +355,7 @@ def test_bronze_schemas_are_the_contract(crafted):
     expected = {
         "shop_binlog_events": "server_id:bigint,file:string,pos:bigint,ts:bigint,gtid:string,type:string,"
         "xid:bigint,thread_id:bigint,schema:string,table:string,primary_key:array<string>,rows:string,"
-        "query:string,_rescued_data:string",
+        "query:string,epoch:bigint,_rescued_data:string",
         "shop_sessions": "server_id:bigint,thread_id:bigint,connected_at:timestamp,user:string,role:string,"
         "_rescued_data:string",
         "shop_pg_shadow_transactions": "txn_id:string,end_ts:timestamp,db_user:string,db_role:string,"

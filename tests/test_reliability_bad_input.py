@@ -36,8 +36,8 @@ def _ev(pos, etype, gtid=None, **kw):
     return json.dumps(ev)
 
 
-def _row(kind, pos, gtid, rows):
-    return _ev(pos, kind, gtid, schema="app", table="orders", primary_key=["order_id"], rows=rows)
+def _row(kind, pos, gtid, rows, **kw):
+    return _ev(pos, kind, gtid, schema="app", table="orders", primary_key=["order_id"], rows=rows, **kw)
 
 
 def _order(oid, status="new", total=10.0):
@@ -81,6 +81,13 @@ BINLOG_LINES = [
     # E: open (no commit yet): held
     (_ev(5000, "begin", "0-7-5", thread_id=21), "ok"),
     (_row("insert", 5100, "0-7-5", [{"after": _order(4)}, {"after": _order(6)}]), "ok"),
+    # F: after RESET MASTER the positions (and GTIDs, xids) of A come again, in epoch 1: applied,
+    # not taken for a re-delivery of A. E, cut off by the restart, stays held (unterminated).
+    (_ev(1000, "begin", "0-7-1", thread_id=21, epoch=1), "ok"),
+    (_row("insert", 1100, "0-7-1", [{"after": _order(7)}], epoch=1), "ok"),
+    (_ev(1200, "commit", "0-7-1", xid=1, epoch=1), "ok"),
+    (_ev(1300, "begin", "0-7-9", epoch=4096), ("quarantine", "binlog position out of range")),
+    (_ev(1300, "begin", "0-7-9", file="mysql-bin.2000000"), ("quarantine", "binlog position out of range")),
 ]
 SESSION_LINES = [
     (json.dumps({"server_id": 7, "thread_id": 21, "connected_at": "2026-03-02T08:00:00Z", "user": "api", "role": "app_writer"}), "ok"),
@@ -192,17 +199,18 @@ def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
     changes = store.read(f"silver.{BINLOG}_changes")
     txns = store.read(f"silver.{BINLOG}_transactions")
     events = store.read(f"bronze.{BINLOG}_binlog_events")
-    gtids = {s: [r["gtid"] for r in txns.filter(F.col("status") == s).collect()] for s in ("open", "rolled_back")}
-    assert (len(gtids["open"]), len(gtids["rolled_back"])) == (1, 1)
+    statuses = {"held": ("open", "unterminated"), "rolled_back": ("rolled_back",)}
+    gtids = {s: [r["gtid"] for r in txns.filter(F.col("status").isin(*v)).collect()] for s, v in statuses.items()}
+    assert (len(gtids["held"]), len(gtids["rolled_back"])) == (1, 1)
 
     def bronze_images(gtid_list):
         rows = events.filter(F.col("gtid").isin(gtid_list) & F.col("type").isin("insert", "update", "delete"))
         return sum(len(json.loads(r["rows"])) for r in rows.select("rows").collect())
 
     applied = changes.agg(F.sum("op_count")).first()[0]
-    held, rolled_back = bronze_images(gtids["open"]), bronze_images(gtids["rolled_back"])
+    held, rolled_back = bronze_images(gtids["held"]), bronze_images(gtids["rolled_back"])
     accepted = sum(_images(text) for text, fate in BINLOG_LINES if fate == "ok")
-    assert (applied, held, rolled_back) == (6, 2, 1)
+    assert (applied, held, rolled_back) == (7, 2, 1)
     assert applied + held + rolled_back == accepted
     assert changes.join(txns.filter("status <> 'committed'"), "txn_id", "left_semi").count() == 0
 
@@ -229,3 +237,11 @@ def test_impossible_operation_pairs_end_in_an_anomaly(spark, lake, source, txn, 
     changes = DeltaRsStore(spark, lake["lake"]).read(f"silver.{source}_changes")
     flagged = changes.filter((F.col("txn_id") == txn) & (F.size("anomalies") > 0)).collect()
     assert [r["anomalies"] for r in flagged] == [[anomaly]], [r.asDict() for r in flagged]
+
+
+def test_a_transaction_at_positions_reused_in_a_later_epoch_is_applied_after_the_earlier_ones(spark, lake):
+    changes = DeltaRsStore(spark, lake["lake"]).read(f"silver.{BINLOG}_changes")
+    by_txn = {r["txn_id"]: r for r in changes.collect()}
+    again = by_txn["xid:1@epoch1"]
+    assert (again["op"], again["key"]) == ("INSERT", '{"order_id":"7"}')
+    assert again["sequence"]["position"] > max(r["sequence"]["position"] for t, r in by_txn.items() if t != "xid:1@epoch1")

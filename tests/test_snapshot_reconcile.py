@@ -399,3 +399,23 @@ def test_job_parameters_parse():
     assert (reconcile_args.catalog, hk.retention_hours) == ("main", 720.0)
     with pytest.raises(SystemExit):
         parser.parse_args(["snapshot", "reconcile", "--catalog", "c", "--lake", "l", "--landing", "/v"])
+
+
+@pytest.mark.parametrize(("position", "sequence"), [
+    ({"file": "mysql-bin.000002", "pos": 500}, (2 << 32) + 500),
+    ({"file": "mysql-bin.000002", "pos": 500, "epoch": 0}, (2 << 32) + 500),
+    ({"file": "mysql-bin.000001", "pos": 4, "epoch": 1}, (1 << 52) + (1 << 32) + 4),
+])
+def test_a_binlog_position_of_a_later_epoch_sorts_after_every_earlier_one(position, sequence):
+    from cdc_lakehouse.snapshot.manifest import _position
+
+    problems: list[str] = []
+    assert _position(position, problems).sequence_position() == sequence and not problems
+
+
+def test_a_binlog_position_out_of_range_is_an_invalid_manifest():
+    from cdc_lakehouse.snapshot.manifest import _position
+
+    problems: list[str] = []
+    _position({"file": "mysql-bin.000001", "pos": 4, "epoch": 5000}, problems)
+    assert problems and "epoch 0 to 2047" in problems[0]

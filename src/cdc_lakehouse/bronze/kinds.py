@@ -8,6 +8,7 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.bronze.fields import Field, utc_timestamp
 from cdc_lakehouse.bronze.rules import Rule, required, types
 from cdc_lakehouse.config import Onboarding
@@ -64,7 +65,7 @@ def _unescape(text: Column) -> Column:
 # -- binlog (§2.1, §2.2) ---------------------------------------------------------------------
 BINLOG_FIELDS = _fields(
     "server_id long, file string, pos long, ts long, gtid string, type string, xid long, "
-    "thread_id long, schema string, table string, primary_key array<string>, rows array, query string"
+    "thread_id long, schema string, table string, primary_key array<string>, rows array, query string, epoch long"
 )
 
 _IMAGES_HAVE_KEY = """forall(from_json(`rows`, 'array<struct<before:string,after:string>>'), r -> r IS NOT NULL
@@ -79,6 +80,7 @@ BINLOG_EVENTS = Kind(
     source_table=QUALIFIED,
     rules=(
         required(["server_id", "file", "pos", "ts", "type"]),
+        Rule("binlog position in range", binlog_position.IN_RANGE, binlog_position.OUT_OF_RANGE_REASON),
         Rule("row-based logging", f"coalesce(`type` <> '{STATEMENT}', true)",
              "'a DML statement logged as SQL (binlog_format STATEMENT or MIXED): the rows it changed are not "
              "in the binlog; set binlog_format=ROW and binlog_row_image=FULL on the server'"),

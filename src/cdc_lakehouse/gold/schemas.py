@@ -115,7 +115,8 @@ AUDIT_TRANSACTIONS = GoldTable(
         ("thread_id", "BIGINT", "Source connection (thread) id (binlog)."),
         ("xid", "BIGINT", "XID of the commit (binlog, transactional engines)."),
         ("gtid", "STRING", "GTID of the transaction (binlog, when GTIDs are on)."),
-        ("position", "STRUCT<file: STRING, pos: BIGINT>", "Binlog position of the commit."),
+        ("position", "STRUCT<file: STRING, pos: BIGINT, epoch: BIGINT>",
+         "Binlog position of the commit; epoch counts the source's position restarts (docs/binlog-epochs.md)."),
     ),
 )
 
@@ -196,7 +197,7 @@ HELD_TRANSACTIONS = GoldTable(
         ("server_id", "BIGINT", "Source server id (binlog)."),
         ("thread_id", "BIGINT", "Source connection (thread) id (binlog)."),
         ("gtid", "STRING", "GTID, when GTIDs are on (binlog)."),
-        ("position", "STRUCT<file: STRING, pos: BIGINT>", "Binlog position, when known."),
+        ("position", "STRUCT<file: STRING, pos: BIGINT, epoch: BIGINT>", "Binlog position, when known."),
         ("released", "BOOLEAN", "Given up on by the release policy (cdc_lakehouse.held_release_after_minutes): "
                                 "gold no longer waits for it; its changes apply if its commit still lands."),
         ("measured_at", "TIMESTAMP", "When the pipeline update measured this row."),

@@ -102,6 +102,6 @@ def _floors(state: DataFrame) -> DataFrame:
 
 def _late_servers(new_events: DataFrame, floors: DataFrame) -> list:
     """The servers with a new event below their floor (one small job: a row per server)."""
-    firsts = new_events.groupBy("server_id").agg(F.min(bt.log_position()).alias("first"))
+    firsts = bt.with_lsn(new_events).groupBy("server_id").agg(F.min("lsn").alias("first"))
     late = firsts.join(F.broadcast(floors), "server_id").filter(F.col("first") < F.col("floor")).select("server_id")
     return [row.server_id for row in late.collect()]

@@ -11,19 +11,27 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze import binlog_position
+
 BOUNDARY_TYPES = ("begin", "commit", "rollback", "ddl")
 ROW_TYPES = ("insert", "update", "delete")
 
 
-def log_position(file_col: str = "file", pos_col: str = "pos"):
-    """One long orders the whole log of a server: binlog file number, then position."""
-    number = F.regexp_extract(F.col(file_col), r"(\d+)$", 1).cast("long")
-    return number * F.lit(1 << 32) + F.col(pos_col)
+def log_position():
+    """One long orders the whole log of a server, across epochs (bronze/binlog_position.py)."""
+    return binlog_position.lsn_column()
+
+
+def with_lsn(events: DataFrame) -> DataFrame:
+    """The events with ``lsn``; events of a bronze table written before epochs are of epoch 0."""
+    if "epoch" not in events.columns:
+        events = events.withColumn("epoch", F.lit(None).cast("long"))
+    return events.withColumn("lsn", log_position())
 
 
 def distinct_events(events: DataFrame) -> DataFrame:
-    """A re-delivered file repeats positions; one event per (server, file, pos) is kept."""
-    return events.dropDuplicates(["server_id", "file", "pos"]).withColumn("lsn", log_position())
+    """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept."""
+    return with_lsn(events).dropDuplicates(["server_id", "lsn"])
 
 
 def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
@@ -40,6 +48,9 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     # Landing files arrive in any order: the next boundary in the log seen so far may be the end
     # of another transaction whose events in between have not landed yet. Its GTID says so.
     other_txn = F.col("gtid").isNotNull() & F.col("end_gtid").isNotNull() & (F.col("gtid") != F.col("end_gtid"))
+    # A transaction never spans epochs: positions started again, and nothing can end it.
+    epoch = binlog_position.epoch_of
+    other_txn = other_txn | (epoch(F.col("lsn")) != epoch(F.col("end_lsn")))
     txns = starts.select(
         "_source", "server_id", "gtid", "thread_id",
         F.col("lsn").alias("begin_lsn"),
@@ -65,11 +76,18 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
 
 
 def transaction_id():
-    """xid, else GTID, else an id derived from the commit position: the same on every re-run."""
-    return F.coalesce(
-        F.concat(F.lit("xid:"), F.col("xid").cast("string")),
-        F.concat(F.lit("gtid:"), F.col("gtid")),
-        F.concat_ws(":", F.lit("pos"), F.col("server_id").cast("string"), F.col("commit_file"), F.col("commit_pos").cast("string")),
+    """xid, else GTID, else an id derived from the commit position: the same on every re-run.
+    xids, GTIDs and positions start again in a new epoch, so there the id names it (``@epoch2``);
+    ids of epoch 0 are those of landing lines without epochs."""
+    epoch = binlog_position.epoch_of(F.col("begin_lsn"))
+    return F.concat(
+        F.coalesce(
+            F.concat(F.lit("xid:"), F.col("xid").cast("string")),
+            F.concat(F.lit("gtid:"), F.col("gtid")),
+            F.concat_ws(":", F.lit("pos"), F.col("server_id").cast("string"), F.col("commit_file"),
+                        F.col("commit_pos").cast("string")),
+        ),
+        F.when(epoch > 0, F.concat(F.lit("@epoch"), epoch.cast("string"))).otherwise(F.lit("")),
     )
 
 

@@ -85,7 +85,7 @@ def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessi
     again for each micro-batch."""
     events = bt.distinct_events(all_events)
     committed = bt.transactions(events, sessions).filter(F.col("status") == "committed")
-    last = arrivals.last_arrivals(bt.with_begin(all_events.withColumn("lsn", bt.log_position())), ["server_id", "begin_lsn"])
+    last = arrivals.last_arrivals(bt.with_begin(bt.with_lsn(all_events)), ["server_id", "begin_lsn"])
     last = last.join(committed.select("server_id", "begin_lsn", "end_lsn"), ["server_id", "begin_lsn"])
     done = arrivals.completed(new_events, last, ["server_id", "end_lsn"])
     net = net_changes(bt.row_events_in(events, committed)).join(done, ["server_id", "end_lsn"])

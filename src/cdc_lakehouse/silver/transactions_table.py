@@ -14,6 +14,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
@@ -79,7 +80,9 @@ def _binlog_rows(txns: DataFrame, counts: DataFrame) -> DataFrame:
         "status",
         "commit_ts",
         F.timestamp_seconds("begin_ts").alias("begin_ts"),
-        F.struct(F.col("commit_file").alias("file"), F.col("commit_pos").alias("pos")).alias("position"),
+        F.struct(F.col("commit_file").alias("file"), F.col("commit_pos").alias("pos"),
+                 F.when(F.col("commit_file").isNotNull(), binlog_position.epoch_of(F.col("begin_lsn"))).alias("epoch"),
+                 ).alias("position"),
         F.col("end_lsn").alias("sequence_position"),
         F.col("begin_lsn").alias("begin_position"),
         "server_id", "thread_id", "xid", "gtid", "user", "role",
@@ -125,7 +128,7 @@ def shadow_rows(source: str, recorded: DataFrame, first_ops: DataFrame, counts: 
     all_txns = recorded.unionByName(held).join(first_ops, "txn_id", "left").join(counts, "txn_id", "left")
     return all_txns.select(
         F.lit(source).alias("source"), "txn_id", "status", "commit_ts", "begin_ts",
-        F.lit(None).cast("struct<file:string,pos:long>").alias("position"),
+        F.lit(None).cast("struct<file:string,pos:long,epoch:long>").alias("position"),
         F.unix_micros("commit_ts").alias("sequence_position"),
         F.unix_micros("begin_ts").alias("begin_position"),
         *[F.lit(None).cast(t).alias(c) for c, t in

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cdc_lakehouse.bronze import binlog_position
+
 MANIFEST = "_manifest.json"
 PART_GLOB = "part-*"
 _ISO_WITH_ZONE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$")
@@ -36,6 +38,7 @@ class Position:
 
     file: str | None = None
     pos: int | None = None
+    epoch: int = 0  # binlog: the capture's count of position restarts (docs/binlog-epochs.md)
     txn_end_ts: datetime | None = None
 
     @property
@@ -46,10 +49,10 @@ class Position:
 
     def sequence_position(self) -> int | None:
         """The change-stream ``sequence.position`` of the change committed at this position:
-        the binlog LSN (file number * 2^32 + pos, as silver's ``log_position``) or the commit
+        the binlog LSN (bronze/binlog_position.py, as silver's ``log_position``) or the commit
         time in unix microseconds (as shadow sequences); None for "now"."""
         if self.file is not None:
-            return int(_FILE_NUMBER.search(self.file).group(1)) * (1 << 32) + self.pos
+            return binlog_position.lsn(self.epoch, int(_FILE_NUMBER.search(self.file).group(1)), self.pos)
         if self.txn_end_ts is not None:
             return _unix_micros(self.txn_end_ts)
         return None
@@ -146,19 +149,26 @@ def _position(value, problems: list[str]) -> Position:
     if value is None:
         return Position()
     if not isinstance(value, dict):
-        problems.append("position must be {file, pos}, {txn_end_ts} or null")
+        problems.append("position must be {file, pos[, epoch]}, {txn_end_ts} or null")
         return Position()
-    if set(value) == {"file", "pos"}:
-        file, pos = value["file"], value["pos"]
-        ok = isinstance(file, str) and _FILE_NUMBER.search(file) and isinstance(pos, int) and 0 <= pos < (1 << 32)
-        if not ok:
-            problems.append("position {file, pos} needs a numbered binlog file and a position >= 0")
-            return Position()
-        return Position(file=file, pos=pos)
+    if set(value) in ({"file", "pos"}, {"file", "pos", "epoch"}):
+        return _binlog_position(value["file"], value["pos"], value.get("epoch", 0), problems)
     if set(value) == {"txn_end_ts"}:
         return Position(txn_end_ts=_timestamp(value["txn_end_ts"], "position.txn_end_ts", problems))
-    problems.append("position must be {file, pos}, {txn_end_ts} or null")
+    problems.append("position must be {file, pos[, epoch]}, {txn_end_ts} or null")
     return Position()
+
+
+def _binlog_position(file, pos, epoch, problems: list[str]) -> Position:
+    number = _FILE_NUMBER.search(file) if isinstance(file, str) else None
+    ok = (number and int(number.group(1)) <= binlog_position.MAX_FILE_NUMBER
+          and isinstance(pos, int) and 0 <= pos < (1 << binlog_position.FILE_SHIFT)
+          and isinstance(epoch, int) and 0 <= epoch <= binlog_position.MAX_EPOCH)
+    if not ok:
+        problems.append(f"position {{file, pos, epoch}} needs a binlog file numbered up to "
+                        f"{binlog_position.MAX_FILE_NUMBER}, a position >= 0 and an epoch 0 to {binlog_position.MAX_EPOCH}")
+        return Position()
+    return Position(file=file, pos=pos, epoch=epoch)
 
 
 def _timestamp(value, name: str, problems: list[str]) -> datetime | None:
