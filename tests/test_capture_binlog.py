@@ -206,3 +206,83 @@ def test_a_statement_logged_as_sql_lands_as_a_statement_event(private_maria, tmp
 ])
 def test_a_dml_statement_names_its_table(query, target):
     assert ddl_target(query, "db", DML_TABLE) == target
+
+
+def _silver_replica(spark, source_root, table: str) -> dict:
+    """The replica silver's change stream gives (real Spark, no pipeline): the latest change of
+    each key in sequence order, deletes removed."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS
+    from cdc_lakehouse.bronze.landing import bronze_rows, checked_lines
+    from cdc_lakehouse.silver.change_stream import binlog_change_batch
+
+    files = spark.read.format("text").option("wholetext", "true").load(str(source_root / "binlog" / "*.jsonl"))
+    files = files.select("value", F.col("_metadata.file_path").alias("_source_file"))
+    events = bronze_rows(checked_lines(files, BINLOG_EVENTS, "m", [table]), BINLOG_EVENTS)
+    changes = binlog_change_batch(events, events, None).filter(F.concat_ws(".", "schema", "table") == table)
+    latest = changes.withColumn("__r", F.row_number().over(Window.partitionBy("key").orderBy(F.desc("sequence"))))
+    rows = latest.filter("__r = 1 AND op <> 'DELETE'").select(F.get_json_object("row", "$.id").cast("int").alias("id"),
+                                                              F.get_json_object("row", "$.v").alias("v"))
+    return dict(rows.collect())
+
+
+def test_a_reset_log_begins_a_new_epoch_and_loses_nothing(private_maria, spark, tmp_path):
+    """After RESET MASTER the log's positions come again: the capture notices at its start and
+    lands the new log in epoch 1, so silver applies its changes after the first log's instead of
+    taking them for re-deliveries."""
+    conn = private_maria.connect()
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE s")
+    cur.execute("CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))")
+    cur.execute("RESET MASTER")  # both logs begin alike: the second one's events take the first's places
+    cur.execute("INSERT INTO s.t VALUES (1, 'a'), (2, 'b')")
+    cur.execute("UPDATE s.t SET v = 'a1' WHERE id = 1")
+    first = capture(_cfg(private_maria, tmp_path))
+    cur.execute("RESET MASTER")
+    cur.execute("INSERT INTO s.t VALUES (3, 'c'), (4, 'd')")
+    cur.execute("UPDATE s.t SET v = 'b1' WHERE id = 2")
+    cur.execute("DELETE FROM s.t WHERE id = 4")
+    cur.execute("DELETE FROM s.t WHERE id = 1")
+    second = capture(_cfg(private_maria, tmp_path))
+    third = capture(_cfg(private_maria, tmp_path))
+    assert (first.new_epoch, third.new_epoch, third.events) == (None, None, 0)
+    assert "the event at mysql-bin.000001" in second.new_epoch and second.position.epoch == 1
+    events = _events(tmp_path / "m")
+    at = {epoch: {(e["file"], e["pos"]) for e in events if e["epoch"] == epoch} for epoch in (0, 1)}
+    assert at[0] < at[1], "the new log reused every position of the old one"
+    assert all(p.name.startswith("epoch1-") for p in second.files)
+    cur.execute("SELECT id, v FROM s.t")
+    assert _silver_replica(spark, tmp_path / "m", "s.t") == dict(cur.fetchall()) == {2: "b1", 3: "c"}
+    conn.close()
+
+
+def test_after_a_failover_the_new_server_s_copies_of_landed_transactions_are_skipped(private_maria, tmp_path):
+    """The new primary's binlog holds what it replicated from the old one, with the same GTIDs:
+    the capture begins an epoch on the new server and skips those it has landed already."""
+    old = private_maria.connect().cursor()
+    new_server = servers.MariaDBServer.start(server_id=3)
+    try:
+        new = new_server.connect().cursor()
+        replicated = []
+        for statement in ("CREATE DATABASE s", "CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))",
+                          "INSERT INTO s.t VALUES (1, 'a')"):
+            old.execute(statement)
+            old.execute("SELECT @@last_gtid")
+            replicated.append((statement, old.fetchone()[0]))
+        first = capture(_cfg(private_maria, tmp_path))
+        for statement, gtid in replicated:  # as the new server's replication thread applied them
+            domain, server, seq = gtid.split("-")
+            new.execute(f"SET SESSION gtid_domain_id = {domain}, SESSION server_id = {server}, "
+                        f"SESSION gtid_seq_no = {seq}")
+            new.execute(statement)
+        new.execute("SET SESSION server_id = 3")
+        new.execute("INSERT INTO s.t VALUES (2, 'b')")
+        second = capture(_cfg(new_server, tmp_path))
+    finally:
+        new_server.cleanup()
+    assert first.transactions == 3 and second.skipped_transactions == 3
+    assert second.new_epoch == "another server: server_id 2, now 3"
+    landed = [e for e in _events(tmp_path / "m") if e["epoch"] == 1 and e["type"] == "insert"]
+    assert [(e["server_id"], e["rows"]) for e in landed] == [(3, [{"after": {"id": 2, "v": "b"}}])]

@@ -6,8 +6,9 @@ transaction is written once. The position is kept twice: in each landing file's 
 (``<binlog file>-<first pos>-<resume pos>.jsonl``, published atomically with the events) and
 in a checkpoint file saved after it. A restart takes the later of the two, so a crash between
 publishing a file and saving the checkpoint repeats nothing. Were a file ever repeated (its
-checkpoint and file both lost), every event keeps its (server_id, file, pos) identity, and
-downstream deduplicates on it.
+checkpoint and file both lost), every event keeps its (server_id, epoch, file, pos) identity,
+and downstream deduplicates on it. A start first checks that the server's log still continues
+where the last run stopped, and begins a new epoch when it does not (capture/binlog_epoch.py).
 
 Memory stays within a bound whatever the size of a transaction: an open transaction's events
 spill to a hidden file past ``buffer_bytes`` (capture/event_buffer.py), finished transactions
@@ -22,7 +23,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import binlog_epoch
 from . import state as state_file
+from .binlog_epoch import Mark, continue_or_restart
 from .binlog_events import STREAM_EVENTS, Assembler, Position, Transaction
 from .event_buffer import DEFAULT_BUFFER_BYTES, EventBuffer
 from .landing import remove_orphans, source_dir, to_json, write_file
@@ -30,7 +33,8 @@ from .ddl_mariadb import MARKER_TABLE
 from .sqlquote import CAPTURE_SCHEMA, my_ident
 
 log = logging.getLogger(__name__)
-_LANDED = re.compile(r"^(?P<file>.+)-(?P<first>\d{12})-(?P<end>\d{12})\.jsonl$")
+# <binlog file>-<first pos>-<resume pos>.jsonl, prefixed by epoch<n>- from epoch 1 on
+_LANDED = re.compile(r"^(?:epoch(?P<epoch>\d+)-)?(?P<file>.+)-(?P<first>\d{12})-(?P<end>\d{12})\.jsonl$")
 DEFAULT_FLUSH_TXNS = 500
 HEARTBEAT_S = 2
 
@@ -74,6 +78,8 @@ class CaptureResult:
     files: list[Path] = field(default_factory=list)
     position: Position | None = None
     spilled_transactions: int = 0  # held on disk while open: larger than the buffer
+    skipped_transactions: int = 0  # replayed by a new server, landed already (binlog_epoch.py)
+    new_epoch: str | None = None  # why this run began a new epoch, if it did
 
 
 def landed_position(binlog_dir: Path) -> Position | None:
@@ -83,7 +89,7 @@ def landed_position(binlog_dir: Path) -> Position | None:
         for p in binlog_dir.iterdir():
             m = _LANDED.match(p.name)
             if m:
-                pos = Position.of(m.group("file"), int(m.group("end")))
+                pos = Position.of(m.group("file"), int(m.group("end")), int(m.group("epoch") or 0))
                 best = pos if best is None or pos > best else best
     return best
 
@@ -92,7 +98,7 @@ def resume_position(cfg: BinlogConfig) -> Position | None:
     saved = state_file.load(cfg.checkpoint_path)
     candidates = [landed_position(cfg.source_root / "binlog")]
     if saved.get("file"):
-        candidates.append(Position.of(saved["file"], saved["pos"]))
+        candidates.append(Position.of(saved["file"], saved["pos"], saved.get("epoch", 0)))
     candidates = [c for c in candidates if c is not None]
     return max(candidates) if candidates else None
 
@@ -124,25 +130,14 @@ class BinlogOff(LookupError):
         super().__init__("binary logging is off on the server (log_bin)")
 
 
-def server_start_position(cfg: BinlogConfig) -> Position:
-    import pymysql
-
-    conn = pymysql.connect(**cfg.connection())
-    try:
-        with conn.cursor() as cur:
-            if cfg.start == "current":
-                cur.execute("SHOW MASTER STATUS")
-                row = cur.fetchone()
-                if not row:
-                    raise BinlogOff()
-                return Position.of(row[0], row[1])
-            cur.execute("SHOW BINARY LOGS")
-            rows = cur.fetchall()
-            if not rows:
-                raise BinlogOff()
-            return Position.of(rows[0][0], 4)
-    finally:
-        conn.close()
+def server_start_position(conn, start: str, epoch: int = 0) -> Position:
+    """The server's ``current`` position, or the beginning of its ``earliest`` binlog."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS" if start == "current" else "SHOW BINARY LOGS")
+        row = cur.fetchone()
+    if not row:
+        raise BinlogOff()
+    return Position.of(row[0], row[1] if start == "current" else 4, epoch)
 
 
 class BinlogCapture:
@@ -161,19 +156,34 @@ class BinlogCapture:
             spill = self.cfg.source_root / "binlog"
             self.assembler = Assembler(self.cfg.capture_schema, DefaultRoles(conn),
                                        lambda: EventBuffer(spill, self.cfg.buffer_bytes))
-            return self._run()
+            for kind in ("binlog", "sessions"):
+                remove_orphans(self.cfg.source_root / kind)
+            return self._run(self._start(conn))
         finally:
             conn.close()
 
-    def _run(self) -> CaptureResult:
+    def _start(self, conn) -> Position:
+        """Where the last run stopped; or, when the server's log started again since, the
+        beginning of its first binlog in a new epoch (binlog_epoch.py), checkpointed at once."""
+        saved = state_file.load(self.cfg.checkpoint_path)
+        begin = continue_or_restart(conn, saved)
+        self.skip, self.landed_gtids = begin.skip, begin.landed
+        self.server_id, self.mark = binlog_epoch.server_id(conn), Mark.from_dict(saved.get("mark"))
+        if begin.reason is None:
+            start = resume_position(self.cfg) or server_start_position(conn, self.cfg.start)
+        else:
+            start = server_start_position(conn, "earliest", begin.epoch)
+            self.mark, self.result.new_epoch = None, begin.reason
+            self._checkpoint(start)
+        self.assembler.epoch = start.epoch
+        self.result.position = start
+        return start
+
+    def _run(self, start: Position) -> CaptureResult:
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import HeartbeatLogEvent
 
-        for kind in ("binlog", "sessions"):
-            remove_orphans(self.cfg.source_root / kind)
-        start = resume_position(self.cfg) or server_start_position(self.cfg)
-        self.result.position = start
-        log.info("binlog capture of %s starts at %s:%d", self.cfg.source, start.file, start.pos)
+        log.info("binlog capture of %s starts at %s:%d (epoch %d)", self.cfg.source, start.file, start.pos, start.epoch)
         stream = BinLogStreamReader(
             connection_settings=self.cfg.connection(), server_id=self.cfg.reader_server_id,
             log_file=start.file, log_pos=start.pos, resume_stream=True, blocking=self.cfg.follow,
@@ -185,7 +195,7 @@ class BinlogCapture:
                 if isinstance(ev, HeartbeatLogEvent):
                     self._flush(pending)
                     continue
-                txn = self.assembler.feed(ev, stream.log_file)
+                txn = self._landing(self.assembler.feed(ev, stream.log_file))
                 if txn is not None:
                     pending.append(txn)
                     if txn.body is not None and txn.body.spilled:
@@ -201,6 +211,15 @@ class BinlogCapture:
             self._flush(pending)
         return self.result
 
+    def _landing(self, txn: Transaction | None) -> Transaction | None:
+        """The transaction as it lands: emptied when a failover's new server replays one that
+        landed already (its position still advances the checkpoint)."""
+        if txn is None or not txn.head or not self.skip.landed(txn.head[0]["gtid"]):
+            return txn
+        self.result.skipped_transactions += 1
+        txn.discard()
+        return Transaction([], txn.end, marker_ids=txn.marker_ids)
+
     def _flush(self, pending: list[Transaction]) -> None:
         """Publish the finished transactions, one landing file per binlog file, then checkpoint."""
         if not pending:
@@ -210,12 +229,33 @@ class BinlogCapture:
             groups.setdefault(txn.end.file, []).append(txn)
         for file, txns in groups.items():
             self._publish(file, txns)
-        end = pending[-1].end
-        state_file.save(self.cfg.checkpoint_path, {"file": end.file, "pos": end.pos})
-        self.result.position = end
+        landed = [t for t in pending if t.head]
+        for t in landed:
+            self.landed_gtids.add(t.head[0]["gtid"])
+        if landed:
+            self.mark = self._mark(landed[-1]) or self.mark
+        self._checkpoint(pending[-1].end)
+        self.result.position = pending[-1].end
         if self.cfg.prune_markers:
             self._prune([i for t in pending for i in t.marker_ids])
         pending.clear()
+
+    def _mark(self, txn: Transaction) -> Mark | None:
+        import pymysql
+
+        last = txn.tail or txn.head[-1]
+        conn = pymysql.connect(**self.cfg.connection(), autocommit=True)
+        try:
+            return binlog_epoch.event_at(conn, last["file"], last["pos"])
+        finally:
+            conn.close()
+
+    def _checkpoint(self, end: Position) -> None:
+        state_file.save(self.cfg.checkpoint_path, {
+            "file": end.file, "pos": end.pos, "epoch": end.epoch, "server_id": self.server_id,
+            "mark": self.mark and self.mark.as_dict(), "gtids": self.landed_gtids.highest,
+            "skip_gtids": self.skip.highest,
+        })
 
     def _prune(self, marker_ids: list[int]) -> None:
         """Delete session-marker rows already landed (by id: no range or gap locks)."""
@@ -243,7 +283,8 @@ class BinlogCapture:
         self.result.transactions += len(landed)
         if not landed:
             return
-        name = f"{file}-{landed[0].first_pos:012d}-{txns[-1].end.pos:012d}.jsonl"
+        epoch = txns[-1].end.epoch
+        name = f"{f'epoch{epoch}-' if epoch else ''}{file}-{landed[0].first_pos:012d}-{txns[-1].end.pos:012d}.jsonl"
         if sessions:  # before the events: a transaction never lands before its session
             write_file(self.cfg.source_root / "sessions" / name, [to_json(s) for s in sessions])
             self.result.sessions += len(sessions)

@@ -28,7 +28,7 @@ from .landing import to_json
 from .sqlquote import CAPTURE_SCHEMA
 
 FIELDS = ("server_id", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", "schema", "table",
-          "primary_key", "rows", "query")
+          "primary_key", "rows", "query", "epoch")
 ROW_TYPES = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
 STREAM_EVENTS = [MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, *ROW_TYPES]
 _FL_STANDALONE = 1  # MariaDB GTID flag: no COMMIT follows (DDL)
@@ -51,16 +51,17 @@ _DDL_TABLE = re.compile(
 
 @dataclass(frozen=True, order=True)
 class Position:
-    """A binlog position; orders by the file's numeric suffix, then the offset."""
+    """A binlog position; orders by epoch (binlog_epoch.py), the file's numeric suffix, then the offset."""
 
+    epoch: int
     file_no: int
     pos: int
     file: str = field(compare=False)
 
     @classmethod
-    def of(cls, file: str, pos: int) -> "Position":
+    def of(cls, file: str, pos: int, epoch: int = 0) -> "Position":
         suffix = file.rsplit(".", 1)[-1]
-        return cls(int(suffix) if suffix.isdigit() else 0, int(pos), file)
+        return cls(epoch, int(suffix) if suffix.isdigit() else 0, int(pos), file)
 
 
 @dataclass
@@ -100,9 +101,9 @@ class Transaction:
             self.body.discard()
 
 
-def event(server_id: int, file: str, pos: int, ts: int, gtid: str | None, type_: str, **kw) -> dict:
+def event(server_id: int, file: str, pos: int, ts: int, epoch: int, gtid: str | None, type_: str, **kw) -> dict:
     out = dict.fromkeys(FIELDS)
-    out.update(server_id=server_id, file=file, pos=pos, ts=ts, gtid=gtid, type=type_, **kw)
+    out.update(server_id=server_id, file=file, pos=pos, ts=ts, epoch=epoch, gtid=gtid, type=type_, **kw)
     return out
 
 
@@ -166,6 +167,7 @@ class Assembler:
         self.capture_schema = capture_schema
         self.role_of = role_of  # (user, host) -> role: markers cannot see roles (see ddl_mariadb)
         self.new_buffer = new_buffer  # holds an open transaction's events
+        self.epoch = 0  # of every event and position (binlog_epoch.py)
         self._gtid: str | None = None
         self._begin_event: dict | None = None  # kept whole: its thread_id is known at the end
         self._open: EventBuffer | None = None
@@ -176,16 +178,16 @@ class Assembler:
     def feed(self, ev, file: str) -> Transaction | None:
         end = ev.packet.log_pos
         start = end - ev.packet.event_size
-        base = (ev.packet.server_id, file, start, ev.timestamp)
+        base = (ev.packet.server_id, file, start, ev.timestamp, self.epoch)
         if isinstance(ev, MariadbGtidEvent):
             return self._on_gtid(ev.gtid, bool(ev.flags & _FL_STANDALONE), base)
         if isinstance(ev, GtidEvent):
             self._gtid = ev.gtid
             return None
         if isinstance(ev, QueryEvent):
-            return self._on_query(ev, base, Position.of(file, end))
+            return self._on_query(ev, base, Position.of(file, end, self.epoch))
         if isinstance(ev, XidEvent):
-            return self._close(event(*base, self._gtid, "commit", xid=ev.xid), Position.of(file, end))
+            return self._close(event(*base, self._gtid, "commit", xid=ev.xid), Position.of(file, end, self.epoch))
         kind = ROW_TYPES.get(type(ev))
         if kind:
             self._on_rows(ev, kind, base)

@@ -203,7 +203,8 @@ def cmd_binlog(args) -> int:
     print(json.dumps({"source": args.source, "transactions": result.transactions,
                       "events": result.events, "sessions": result.sessions,
                       "files": [str(f) for f in result.files], "spilled_transactions": result.spilled_transactions,
-                      "position": {"file": pos.file, "pos": pos.pos} if pos else None}))
+                      "skipped_transactions": result.skipped_transactions, "new_epoch": result.new_epoch,
+                      "position": {"file": pos.file, "pos": pos.pos, "epoch": pos.epoch} if pos else None}))
     return 0
 
 
