@@ -493,3 +493,13 @@ def test_the_demo_fixtures_land_whole_and_exact(spark, demo_lake):
         run_sql(spark, store, "SELECT file, pos, `rows` FROM bronze.shop_binlog_events WHERE `rows` IS NOT NULL"),
         spark.createDataFrame(exact, "file string, pos long, rows string"),
     )
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_not_content(spark):
+    """As JSON Lines readers do: a file that starts with a UTF-8 BOM and ends its lines with CRLF
+    gives the lines without them (the BOM once made the first line, often a BEGIN, "not JSON")."""
+    from cdc_lakehouse.bronze.lines import numbered_lines
+
+    files = spark.createDataFrame([("f", '\ufeff{"a":1}\r\n{"b":"\ufeff"}\r\n')], "_source_file string, value string")
+    assertDataFrameEqual(numbered_lines(files), spark.createDataFrame(
+        [("f", 1, '{"a":1}'), ("f", 2, '{"b":"\ufeff"}')], "_source_file string, _line long, _raw string"))

@@ -30,10 +30,12 @@ def numbered_lines(files: DataFrame) -> DataFrame:
     exploded = files.filter(F.col("value") != "").select(
         "_source_file", F.posexplode(F.split(text, "\n", -1)).alias("_pos", "_text")
     )
+    # A CR before the LF and a byte order mark at the start are encoding, not content: JSON Lines
+    # readers drop both (the BOM would otherwise make the file's first line "not JSON").
     return exploded.select(
         "_source_file",
         (F.col("_pos") + 1).cast("long").alias("_line"),
-        F.regexp_replace("_text", r"\r\z", "").alias("_raw"),
+        F.regexp_replace("_text", r"^\uFEFF|\r\z", "").alias("_raw"),
     )
 
 
