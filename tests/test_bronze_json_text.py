@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.bronze.json_text import compact_members, image_values, row_images, top_level_fields
+from cdc_lakehouse.bronze.json_text import compact_members, image_values, line_fields, row_images, top_level_fields
 
 
 def test_nested_values_keep_their_source_text():
@@ -26,8 +26,16 @@ def test_surrounding_whitespace_and_empty_object():
     assert top_level_fields('{"a":1}\r') == {"a": "1"}
 
 
-def test_a_repeated_key_keeps_its_last_value():
-    assert top_level_fields('{"a": 1, "a": 2}') == {"a": "2"}
+@pytest.mark.parametrize(("line", "problem"), [
+    ('{"table": "a", "x": 1, "table": "b"}', 'member "table" appears twice'),
+    ('{"rows": [{"after": {"id": 1, "id": 2}}]}', 'member "id" appears twice'),
+    ('{"a": NaN}', "NaN is not JSON"),
+    ('{"a": 1', "expected ',' at character 7"),
+    ('[1, 2]', "expected '{' at character 0"),
+])
+def test_a_member_named_twice_at_any_depth_rejects_the_line_and_says_so(line, problem):
+    """JSON readers disagree on which of two members counts: the line is not taken at all."""
+    assert line_fields(line) == (None, problem)
 
 
 @pytest.mark.parametrize(

@@ -212,9 +212,9 @@ def test_quarantine_keeps_the_raw_line_and_says_why(spark, crafted):
           for line, why in [(4, "unknown op X"), (5, "missing key"), (6, "missing txn_id"),
                             (7, "insert values without every key column"),
                             (8, "wrong type or unparseable value: op_ts"),
-                            (9, "unparseable line: not one JSON object")]],
+                            (9, "unparseable line: not one JSON object: expected '{' at character 0")]],
         ("shop_snapshot_rows", "shop/snapshot/shop.customers/snap-1/part-00000.jsonl", 2, "[1, 2]",
-         "unparseable line: not one JSON object"),
+         "unparseable line: not one JSON object: expected '{' at character 0"),
     ]
     actual = reduce(DataFrame.unionByName, [
         store.read(f"bronze.{t}_quarantine").select(F.lit(t).alias("table"), relative_file(), "_line", "_raw", "_reason")
@@ -444,7 +444,7 @@ def test_snapshot_manifests_are_one_document_each(spark):
             ("snap-4", "wrong type or unparseable value: position"),
             ("snap-5", "table or snapshot_id differs from the <schema>.<table>/<snapshot_id> folder"),
             ("snap-6", "key has no columns"),
-            ("snap-7", "unparseable line: not one JSON object"),
+            ("snap-7", "unparseable line: not one JSON object: expected '\"' at character 1"),
             ("snap-8", "blank line"),
         ], "snapshot string, _reason string"),
     )

@@ -88,6 +88,8 @@ BINLOG_LINES = [
     (_ev(1200, "commit", "0-7-1", xid=1, epoch=1), "ok"),
     (_ev(1300, "begin", "0-7-9", epoch=4096), ("quarantine", "binlog position out of range")),
     (_ev(1300, "begin", "0-7-9", file="mysql-bin.2000000"), ("quarantine", "binlog position out of range")),
+    (_row("insert", 1400, "0-7-9", [{"after": _order(8)}], epoch=1)[:-1] + ', "table": "customers"}',
+     ("quarantine", 'not one JSON object: member "table" appears twice')),
 ]
 SESSION_LINES = [
     (json.dumps({"server_id": 7, "thread_id": 21, "connected_at": "2026-03-02T08:00:00Z", "user": "api", "role": "app_writer"}), "ok"),

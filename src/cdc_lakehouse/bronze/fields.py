@@ -33,10 +33,12 @@ class Field:
 
 
 def parse_fields(lines: DataFrame, fields: tuple[Field, ...], extra_bad: dict[str, Callable[[], Column]]) -> DataFrame:
-    """Adds ``_fields`` (raw text by name; NULL if the line is not one JSON object), a typed
+    """Adds ``_fields`` (raw text by name; NULL if the line is not one JSON object, and then
+    ``_json_problem`` may say why), a typed
     column per field, ``_bad_fields`` and ``_rescued_data``. ``extra_bad`` holds conditions for
     fields whose value is bad in ways their type does not show."""
-    parsed = lines.select("*", json_fields("_raw").alias("_fields"))
+    parsed = lines.select("*", json_fields("_raw").alias("__line")).select(
+        "*", F.col("__line.fields").alias("_fields"), F.col("__line.problem").alias("_json_problem")).drop("__line")
     if not fields:
         return parsed.select("*", F.array().cast("array<string>").alias("_bad_fields"))
     schema = ", ".join(f"`{f.name}` {f.parse_type}" for f in fields)

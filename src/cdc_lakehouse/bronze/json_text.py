@@ -27,21 +27,40 @@ class _NotAnObject(ValueError):
 
 def _reject(token: str):
     # NaN and Infinity are Python extensions, not JSON.
-    raise _NotAnObject(f"not JSON: {token}")
+    raise _NotAnObject(f"{token} is not JSON")
 
 
 def top_level_fields(text: str | None) -> dict[str, str] | None:
     """``{"a": 1, "b": {"c": 0.00}}`` -> ``{"a": "1", "b": '{"c": 0.00}'}``; None unless
     ``text`` is exactly one JSON object (surrounding whitespace allowed)."""
+    return line_fields(text)[0]
+
+
+def line_fields(text: str | None) -> tuple[dict[str, str] | None, str | None]:
+    """``top_level_fields`` and, when that is None, what is wrong with the text. A member named
+    twice in any object is wrong: JSON readers disagree on which one counts."""
     if text is None:
-        return None
+        return None, None
     # Built per call: a decoder holds a C scanner, which cannot be pickled to the workers.
-    parser = json.JSONDecoder(parse_constant=_reject)
+    parser = json.JSONDecoder(parse_constant=_reject, object_pairs_hook=_unique_members)
     try:
         fields, end = _object(parser, text, _skip(text, 0))
+    except _NotAnObject as bad:
+        return None, str(bad)
     except (ValueError, RecursionError):
-        return None
-    return fields if _skip(text, end) == len(text) else None
+        return None, None
+    return (fields, None) if _skip(text, end) == len(text) else (None, None)
+
+
+def _unique_members(pairs: list[tuple[str, object]]) -> dict:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        _twice(next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
+    return found
+
+
+def _twice(key: str):
+    raise _NotAnObject(f"member {json.encoder.encode_basestring(key)} appears twice")
 
 
 def _skip(text: str, i: int) -> int:
@@ -52,7 +71,7 @@ def _skip(text: str, i: int) -> int:
 
 def _expect(text: str, i: int, char: str) -> int:
     if i >= len(text) or text[i] != char:
-        raise _NotAnObject(f"expected {char!r} at {i}")
+        raise _NotAnObject(f"expected {char!r} at character {i}")
     return i + 1
 
 
@@ -63,6 +82,8 @@ def _object(parser, text: str, i: int) -> tuple[dict[str, str], int]:
         return fields, i + 1
     while True:
         key, i = json.decoder.scanstring(text, _expect(text, i, '"'))
+        if key in fields:
+            _twice(key)
         start = _skip(text, _expect(text, _skip(text, i), ":"))
         _, end = parser.raw_decode(text, start)
         fields[key] = text[start:end]
@@ -178,7 +199,8 @@ def _elements(text: str) -> list[dict[str, str]]:
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 # Arrow-optimized UDFs need pandas, which the local runtime does not install.
-json_fields = F.udf(top_level_fields, MapType(StringType(), StringType()), useArrow=False)
+_LINE = StructType([StructField("fields", MapType(StringType(), StringType())), StructField("problem", StringType())])
+json_fields = F.udf(line_fields, _LINE, useArrow=False)  # struct<fields, problem>
 _IMAGE_PAIR = StructType([StructField("before", StringType()), StructField("after", StringType())])
 exact_row_images = F.udf(row_images, ArrayType(_IMAGE_PAIR), useArrow=False)
 

@@ -43,7 +43,7 @@ def reason(rules: tuple[Rule, ...]) -> Column:
     return (
         F.when(all_hold, None)
         .when(F.col("_raw").rlike(r"^\s*$"), "blank line")
-        .when(F.col("_fields").isNull(), "unparseable line: not one JSON object")
+        .when(F.col("_fields").isNull(), F.concat_ws(": ", F.lit("unparseable line: not one JSON object"), "_json_problem"))
         .otherwise(F.coalesce(F.nullif(F.concat_ws("; ", *failures), F.lit("")), F.lit("fails a bronze rule")))
     )
 
