@@ -173,6 +173,20 @@ def test_changes_the_replicas_cannot_take_are_anomalies_and_held_back(spark):
                          spark.createDataFrame([(1, "t1")], "order_id bigint, __txn_id string"))
 
 
+def test_a_change_keyed_on_other_columns_than_the_replica_is_held_back_with_its_anomaly(spark):
+    """After a key column is renamed at the source, AUTO CDC would find no key value and fail
+    the flow (and the update) on every run: the change is held back instead, for this table only."""
+    renamed = list(change(2, "INSERT", 2, row=json.dumps({"Order_Ref": 2, "status": "x"})))
+    renamed[3] = '{"Order_Ref":"2"}'  # the change's key
+    changes = stream(spark, [change(1, "INSERT", 1), tuple(renamed)])
+    keys = F.array(F.lit("order_id"))
+    got = anomalies(changes, keys=keys).select("txn_id", "anomaly", "applied_as", "detail").collect()
+    assert [(r["txn_id"], r["anomaly"], r["applied_as"]) for r in got] == [("t2", "missing_key_column", "NONE")]
+    assert "lacks a column the replica is keyed on (order_id)" in got[0]["detail"]
+    assertDataFrameEqual(replica_changes(changes, keys=["ORDER_ID"]).select("order_id", "__txn_id"),
+                         spark.createDataFrame([(1, "t1")], "order_id bigint, __txn_id string"))
+
+
 def test_a_partial_update_or_delete_of_a_never_inserted_row_keeps_its_key(spark):
     """Shadow capture rebuilds rows from history: a row never inserted has no key column in its
     image (an update carries its changed columns, a delete no image at all)."""
@@ -276,6 +290,12 @@ BINLOG = [
                   ("update", "orders", [{"before": _order(1, "new"), "after": _order(1, "paid")}])),
     *_transaction(3, ("insert", "orders", [{"after": _order(5, "new")}]),
                   ("insert", "orders", [{"after": _order(5, "again")}])),                # impossible pair
+    # The key column renamed at the source: the event is keyed on order_ref, the replica on
+    # order_id. Once this failed the orders flow, and with it the whole update, on every run.
+    _event(4000, "begin"),
+    _event(4001, "insert", schema="shop", table="orders", primary_key=["order_ref"],
+           rows=[{"after": {"order_ref": 9, "customer_id": 7, "status": "renamed", "total": 10.5}}]),
+    _event(4099, "commit", xid=4),
 ]
 CORRECTION = {  # a snapshot correction (landing file in the change-stream shape) with an unknown op
     "source": "shop", "schema": "shop", "table": "orders", "key": '{"order_id":"2"}', "op": "UPSERT",
@@ -338,23 +358,24 @@ def test_pipeline_anomalies_table(spark, lake):
         ("orders", '{"order_id":null}', "xid:2", "INSERT", "incomplete_key", "NONE", "binlog"),
         ("orders", '{"order_id":"5"}', "xid:3", "INSERT", "insert_after_insert", "INSERT", "binlog"),
         ("orders", '{"order_id":"2"}', "snapshot:s1", "UPSERT", "unknown_op", "NONE", "snapshot"),
+        ("orders", '{"order_ref":"9"}', "xid:4", "INSERT", "missing_key_column", "NONE", "binlog"),
     ], "table string, key string, txn_id string, op string, anomaly string, applied_as string, origin string"))
     assert table.filter(F.col("detail").isNull() | F.col("user").isNull() | F.col("sequence").isNull()).count() == 0
 
 
 # -- gold: the dashboard's health datasets show exactly these anomalies -------------------------
 PRODUCT_KINDS = ["delete_of_missing_key", "insert_of_existing_key", "update_of_missing_key"]
-ORDER_KINDS = ["incomplete_key", "insert_after_insert", "unknown_op"]
+ORDER_KINDS = ["incomplete_key", "insert_after_insert", "missing_key_column", "unknown_op"]
 
 
 def test_pipeline_gold_data_quality_counts_the_anomalies_per_table(spark, lake):
     got = lake.read("gold.data_quality").select("source", "table", "anomalous_changes", "anomalies")
     assertDataFrameEqual(got, spark.createDataFrame([
         ("shop", "shop.products", 3, PRODUCT_KINDS),
-        ("shop", "shop.orders", 3, ORDER_KINDS),
+        ("shop", "shop.orders", 4, ORDER_KINDS),
     ], "source string, table string, anomalous_changes bigint, anomalies array<string>"))
 
 
 def test_pipeline_gold_replication_health_counts_the_anomalous_changes(spark, lake):
     got = lake.read("gold.replication_health").select("source", "anomalous_changes")
-    assertDataFrameEqual(got, spark.createDataFrame([("shop", 6)], "source string, anomalous_changes bigint"))
+    assertDataFrameEqual(got, spark.createDataFrame([("shop", 7)], "source string, anomalous_changes bigint"))

@@ -10,12 +10,14 @@ import dlt
 from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, REFRESH_BY_PARTITION, PipelineSettings
 from cdc_lakehouse.silver.apply_policy import ANOMALIES_COMMENT, ROW_ID, anomalies, anomalies_ddl
 from cdc_lakehouse.silver.declared_types import declared_table
+from cdc_lakehouse.silver.replica_input import replica_keys
 
 settings = PipelineSettings.from_spark(spark)
 
 
 def define_anomalies(source: str) -> None:
-    declared = [t for t in map(declared_table, settings.onboarding.for_source(source)) if t]
+    flows = settings.onboarding.for_source(source)
+    declared = [t for t in map(declared_table, flows) if t]
 
     @dlt.materialized_view(
         name=f"{settings.silver}.{source}_anomalies",
@@ -24,7 +26,7 @@ def define_anomalies(source: str) -> None:
         table_properties={"quality": "silver", REFRESH_BY_PARTITION: ",".join(ROW_ID)},
     )
     def source_anomalies():
-        return anomalies(dlt.read(f"{settings.silver}.{source}_changes"), declared)
+        return anomalies(dlt.read(f"{settings.silver}.{source}_changes"), declared, replica_keys(flows))
 
 
 # Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).

@@ -20,7 +20,7 @@ def define_replica(flow) -> None:
             (F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name)
         )
         named = f"flow {flow.data_flow_id} ({flow.qualified_table})"
-        return replica_changes(changes, flow.column_filters, declared, named)
+        return replica_changes(changes, flow.column_filters, declared, named, flow.keys)
 
     replica = f"{settings.silver}.{flow.silver_table}"
     dlt.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",

@@ -24,7 +24,7 @@ def table_changes(changes: DataFrame, flow) -> DataFrame:
 
 def typed_changes(changes: DataFrame, flow) -> DataFrame:
     """The source's ``changes`` of ``flow``'s table, typed as the replicas are (AUTO CDC input)."""
-    return replica_changes(table_changes(changes, flow), flow.column_filters, declared_table(flow))
+    return replica_changes(table_changes(changes, flow), flow.column_filters, declared_table(flow), keys=flow.keys)
 
 
 def replica_at(changes: DataFrame, flow, points: DataFrame) -> DataFrame:

@@ -10,8 +10,8 @@ leaves a tombstone. So, judged against the previous applied change of the same r
 - a DELETE of a key without a row removes nothing (a tombstone is kept): applied as NONE.
 
 Changes AUTO CDC cannot take at all (replica_input.rejection: unknown op, key without a value,
-image that is no JSON object, no sequence) are held back from the replicas and recorded here, as
-is each impossible pair of operations inside one transaction (CONTRACT section 3). Snapshot
+image that is no JSON object, no sequence, a key without a column the replica is keyed on) are
+held back from the replicas and recorded here, as is each impossible pair of operations inside one transaction (CONTRACT section 3). Snapshot
 corrections are changes like any other.
 
 Everything is computed from the change stream alone, so the table is the same whatever the
@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver.declared_types import DeclaredTable, undeclared_columns
 from cdc_lakehouse.silver.replica_input import (
-    APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
+    APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_KEY_COLUMN, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
     change_rejection, with_misfits,
 )
 
@@ -90,7 +90,7 @@ def _same_change() -> Column:
     return F.when(F.col("origin") == "shadow", F.concat(F.lit("txn "), F.col("txn_id"))).otherwise(by_sequence)
 
 
-def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) -> DataFrame:
+def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = (), keys: Column | None = None) -> DataFrame:
     """The distinct changes with ``rejected`` (why a replica cannot take it) and, for applied
     ones, the op and transaction of the previous applied change of the same row. With
     ``declared`` tables, also ``misfits`` (values that do not fit their declared types)."""
@@ -99,7 +99,7 @@ def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) ->
     checked = distinct_changes(changes.repartition(*ROW_ID))
     if declared:
         checked = with_misfits(checked, declared)
-    checked = checked.withColumn("rejected", change_rejection(bool(declared)))
+    checked = checked.withColumn("rejected", change_rejection(bool(declared), keys))
     applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
     # The last applied change before this one, in one pass: the others are skipped as NULLs.
     mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id")))
@@ -168,7 +168,7 @@ def policy_anomaly() -> Column:
     )
 
 
-def rejection_anomaly(declared: bool = False) -> Column:
+def rejection_anomaly(declared: bool = False, keys: Column | None = None) -> Column:
     """The anomaly of a change the replicas held back (NULL when they took it)."""
     op, key = F.coalesce(F.col("op"), F.lit("NULL")), F.coalesce(F.col("key"), F.lit("NULL"))
     details = {
@@ -177,6 +177,10 @@ def rejection_anomaly(declared: bool = False) -> Column:
         BAD_ROW_IMAGE: F.lit("the row image is missing or is no JSON object: not applied"),
         MISSING_SEQUENCE: F.lit("the change has no sequence to be ordered by: not applied"),
     }
+    if keys is not None:
+        details[MISSING_KEY_COLUMN] = F.concat(
+            F.lit("the key "), key, F.lit(" lacks a column the replica is keyed on ("), F.array_join(keys, ", "),
+            F.lit("), as after a key column is renamed at the source: not applied"))
     if declared:
         details[VALUE_DOES_NOT_FIT] = F.concat(
             F.lit("values that do not fit the declared type (source_schema_path): "),
@@ -214,12 +218,13 @@ def undeclared_anomaly(declared: Sequence[DeclaredTable]) -> Column:
 
 
 # -- the table --------------------------------------------------------------------------------
-def anomalies(changes: DataFrame, declared: Sequence[DeclaredTable] = ()) -> DataFrame:
+def anomalies(changes: DataFrame, declared: Sequence[DeclaredTable] = (), keys: Column | None = None) -> DataFrame:
     """One row per anomaly of the change stream ``changes`` (columns: ANOMALY_COLUMNS);
-    ``declared``: the source's tables with declared types."""
-    checked = with_previous(changes, declared).withColumn("applied_as", applied_as())
+    ``declared``: the source's tables with declared types; ``keys``: each change's replica key
+    columns (``replica_input.replica_keys``)."""
+    checked = with_previous(changes, declared, keys).withColumn("applied_as", applied_as())
     policy = F.when(F.col("rejected").isNull(), policy_anomaly())  # a held-back change has no place in the order
-    of_change = [rejection_anomaly(bool(declared)), policy, *([undeclared_anomaly(declared)] if declared else [])]
+    of_change = [rejection_anomaly(bool(declared), keys), policy, *([undeclared_anomaly(declared)] if declared else [])]
     found = F.concat(F.array_compact(F.array(*of_change)), pair_anomalies())
     exploded = checked.select("*", F.explode(found).alias("__a"))
     return exploded.select(

@@ -26,6 +26,7 @@ _JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 UNKNOWN_OP = "unknown_op"
 INCOMPLETE_KEY = "incomplete_key"
 BAD_ROW_IMAGE = "bad_row_image"
+MISSING_KEY_COLUMN = "missing_key_column"  # the change's key lacks a column the replica is keyed on
 MISSING_SEQUENCE = "missing_sequence"
 VALUE_DOES_NOT_FIT = "value_does_not_fit"  # only for tables with declared types
 
@@ -36,14 +37,32 @@ def key_is_complete(key: Column) -> Column:
     return F.coalesce((F.size(values) > 0) & F.forall(values, lambda v: v.isNotNull()), F.lit(False))
 
 
-def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None) -> Column:
+def has_key_columns(key: Column, keys: Column | None) -> Column:
+    """The change's key names every column of ``keys`` (the replica's, array<string>; NULL or
+    None: no replica to check against). Names compare as Spark resolves columns: any case."""
+    if keys is None:
+        return F.lit(True)
+    names = F.transform(F.map_keys(F.from_json(key, _KEY_MAP)), F.lower)
+    return F.coalesce(F.forall(keys, lambda k: F.array_contains(names, F.lower(k))), F.lit(True))
+
+
+def replica_keys(flows) -> Column:
+    """The key columns of each change's replica (array<string>), from the onboarded ``flows``."""
+    return F.coalesce(*[F.when((F.col("schema") == f.schema_name) & (F.col("table") == f.table_name),
+                               F.array(*[F.lit(k) for k in f.keys])) for f in flows], F.lit(None).cast("array<string>"))
+
+
+def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None,
+              keys: Column | None = None) -> Column:
     """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply).
-    ``misfits``: the columns whose values do not fit their declared types (``with_misfits``)."""
+    ``misfits``: the columns whose values do not fit their declared types (``with_misfits``);
+    ``keys``: the replica's key columns (a change without one of them would fail the flow)."""
     is_object = F.json_object_keys(row).isNotNull()
     why = (
         F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE), F.lit(UNKNOWN_OP))
         .when(op == NO_CHANGE, F.lit(None))
         .when(~key_is_complete(key), F.lit(INCOMPLETE_KEY))
+        .when(~has_key_columns(key, keys), F.lit(MISSING_KEY_COLUMN))
         # A delete needs no image (its key says which row), but a broken one would break typing.
         .when((row.isNull() & (op != "DELETE")) | (row.isNotNull() & ~is_object), F.lit(BAD_ROW_IMAGE))
         .when(sequence.isNull() | sequence.getField("position").isNull(), F.lit(MISSING_SEQUENCE))
@@ -80,15 +99,16 @@ def _misfits_of(table: DeclaredTable, i: int) -> Column:
     return F.array_distinct(F.concat(in_image, misfit_fields(F.col(f"__raw_key{i}"), F.col(f"__key{i}"), keys)))
 
 
-def change_rejection(declared: bool = False) -> Column:
+def change_rejection(declared: bool = False, keys: Column | None = None) -> Column:
     """``rejection`` of the change-stream row in hand; with ``declared``, its ``misfits`` column
     (``with_misfits``) counts too."""
-    return rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"), F.col("misfits") if declared else None)
+    return rejection(F.col("op"), F.col("key"), F.col("row"), F.col("sequence"),
+                     F.col("misfits") if declared else None, keys)
 
 
-def applies(declared: bool = False) -> Column:
+def applies(declared: bool = False, keys: Column | None = None) -> Column:
     """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
-    return F.col("op").isin(*APPLIED_OPS) & change_rejection(declared).isNull()
+    return F.col("op").isin(*APPLIED_OPS) & change_rejection(declared, keys).isNull()
 
 
 def key_object(key: Column) -> Column:
@@ -114,13 +134,14 @@ def _json_string(text: Column) -> Column:
 
 
 def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredTable | None = None,
-                    table: str = "this table") -> DataFrame:
+                    table: str = "this table", keys: Sequence[str] = ()) -> DataFrame:
     """The changes the replica takes, typed: with the declared types, else with the types the
     rows' values show (which needs the rows, so never on a streaming DataFrame). ``table``
-    names the table in errors."""
+    names the table in errors; ``keys``, the replica's key columns."""
     keyed = changes.withColumn(KEY_OBJECT, key_object(F.col("key")))  # read by the misfit check and typing
     checked = with_misfits(keyed, [declared]) if declared else keyed
-    applied = checked.filter(applies(declared is not None)).select(
+    key_columns = F.array(*[F.lit(k) for k in keys]) if keys else None
+    applied = checked.filter(applies(declared is not None, key_columns)).select(
         "row",
         KEY_OBJECT,
         F.col("op").alias("__op"),
