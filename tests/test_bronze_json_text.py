@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.bronze.json_text import compact_members, image_values, line_fields, row_images, top_level_fields
+from cdc_lakehouse.bronze.json_text import (
+    NOT_UTF8_REASON, compact_members, image_values, line_fields, row_images, top_level_fields,
+)
 
 
 def test_nested_values_keep_their_source_text():
@@ -88,3 +90,7 @@ def test_rows_that_are_no_array_of_objects_have_no_images(text):
 def test_an_image_that_is_no_object_has_no_members(text):
     assert compact_members(text) is None
     assert image_values(text) is None
+
+
+def test_a_replacement_character_is_no_line_to_take():
+    assert line_fields('{"a": "caf\ufffd"}') == (None, NOT_UTF8_REASON)

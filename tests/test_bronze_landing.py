@@ -503,3 +503,18 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_not_content(spark):
     files = spark.createDataFrame([("f", '\ufeff{"a":1}\r\n{"b":"\ufeff"}\r\n')], "_source_file string, value string")
     assertDataFrameEqual(numbered_lines(files), spark.createDataFrame(
         [("f", 1, '{"a":1}'), ("f", 2, '{"b":"\ufeff"}')], "_source_file string, _line long, _raw string"))
+
+
+def test_a_line_with_bytes_that_are_not_utf8_is_quarantined_with_its_reason(spark, tmp_path):
+    """Spark reads such bytes as U+FFFD: bronze would keep a value the source never had."""
+    from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS
+    from cdc_lakehouse.bronze.landing import checked_lines
+
+    good = event(4, "begin").encode()
+    bad = event(8, "ddl", query="x").replace('"x"', '"caf\xe9"').encode("latin-1")  # é in Latin-1
+    path = tmp_path / "mysql-bin.000001.jsonl"
+    path.write_bytes(good + b"\n" + bad + b"\n")
+    files = spark.read.format("text").option("wholetext", "true").load(str(path)).select(
+        "value", F.col("_metadata.file_path").alias("_source_file"))
+    reasons = [r["_reason"] for r in checked_lines(files, BINLOG_EVENTS, "shop", []).orderBy("_line").collect()]
+    assert reasons == [None, "not UTF-8: the line has bytes that are not UTF-8 (read as U+FFFD, or U+FFFD itself)"]

@@ -90,6 +90,8 @@ BINLOG_LINES = [
     (_ev(1300, "begin", "0-7-9", file="mysql-bin.2000000"), ("quarantine", "binlog position out of range")),
     (_row("insert", 1400, "0-7-9", [{"after": _order(8)}], epoch=1)[:-1] + ', "table": "customers"}',
      ("quarantine", 'not one JSON object: member "table" appears twice')),
+    # how Spark reads bytes that are not UTF-8: U+FFFD in the text (json.dumps would escape it)
+    (_ev(1500, "begin", "0-7-z").replace("0-7-z", "0-7-\ufffd"), ("quarantine", "not UTF-8")),
 ]
 SESSION_LINES = [
     (json.dumps({"server_id": 7, "thread_id": 21, "connected_at": "2026-03-02T08:00:00Z", "user": "api", "role": "app_writer"}), "ok"),

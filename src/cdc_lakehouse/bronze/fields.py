@@ -47,7 +47,10 @@ def parse_fields(lines: DataFrame, fields: tuple[Field, ...], extra_bad: dict[st
     # evaluate its expressions again).
     texts = F.struct(*[F.try_element_at("_fields", F.lit(f.name)).alias(f.name) for f in fields])
     parsed = parsed.select("*", F.from_json("_raw", schema).alias("_parsed"), texts.alias(_TEXTS))
-    typed = parsed.select("*", *[_typed(f).alias(f.name) for f in fields])
+    # A line that is not one JSON object has no fields, even where Spark's parser finds some (it
+    # takes the last of two members of one name, and reads bytes that are not UTF-8 as U+FFFD).
+    whole = F.col("_fields").isNotNull()
+    typed = parsed.select("*", *[F.when(whole, _typed(f)).alias(f.name) for f in fields])
     bad = [F.when(_is_bad(f) | extra_bad.get(f.name, _never)(), F.lit(f.name)) for f in fields]
     flagged = typed.withColumn("_bad_fields", F.array_compact(F.array(*bad)))
     rescued = flagged.withColumn(_RESCUED, _rescued_entries([f.name for f in fields]))

@@ -19,6 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StringType, StructField, StructType
 
 _WS = " \t\r\n"
+# Spark's text reader turns bytes that are not UTF-8 into U+FFFD. Taking such a line would store
+# a value the source never had, so it is refused; a source that really holds U+FFFD is rare, and
+# the reason says that too.
+NOT_UTF8 = "\ufffd"
+NOT_UTF8_REASON = "not UTF-8: the line has bytes that are not UTF-8 (read as U+FFFD, or U+FFFD itself)"
 
 
 class _NotAnObject(ValueError):
@@ -41,6 +46,8 @@ def line_fields(text: str | None) -> tuple[dict[str, str] | None, str | None]:
     twice in any object is wrong: JSON readers disagree on which one counts."""
     if text is None:
         return None, None
+    if NOT_UTF8 in text:
+        return None, NOT_UTF8_REASON
     # Built per call: a decoder holds a C scanner, which cannot be pickled to the workers.
     parser = json.JSONDecoder(parse_constant=_reject, object_pairs_hook=_unique_members)
     try:

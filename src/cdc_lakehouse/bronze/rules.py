@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from cdc_lakehouse.bronze.json_text import NOT_UTF8_REASON
+
 QUARANTINE_EXPECTATION = {"quarantined: fails a bronze rule": "_reason IS NOT NULL"}
 
 
@@ -43,6 +45,7 @@ def reason(rules: tuple[Rule, ...]) -> Column:
     return (
         F.when(all_hold, None)
         .when(F.col("_raw").rlike(r"^\s*$"), "blank line")
+        .when(F.col("_json_problem") == NOT_UTF8_REASON, F.col("_json_problem"))
         .when(F.col("_fields").isNull(), F.concat_ws(": ", F.lit("unparseable line: not one JSON object"), "_json_problem"))
         .otherwise(F.coalesce(F.nullif(F.concat_ws("; ", *failures), F.lit("")), F.lit("fails a bronze rule")))
     )
