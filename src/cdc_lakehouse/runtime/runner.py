@@ -256,12 +256,13 @@ def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
                  store=None, refresh: Iterable[str] = ()) -> RunResult:
     """Load the pipeline files and run one update over everything new; ``full_refresh`` and
     ``refresh`` as in ``PipelineRunner``."""
+    from cdc_lakehouse.runtime.lake_lock import lake_lock
     from cdc_lakehouse.runtime.loader import load_pipeline
     from cdc_lakehouse.storage import DeltaRsStore
 
     configuration = dict(configuration or {})
     store = store or DeltaRsStore(spark, lake)
-    with pipeline_configuration(spark, configuration):
+    with lake_lock(Path(lake)), pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
         return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh, refresh).run()
 
