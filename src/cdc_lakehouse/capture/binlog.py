@@ -168,7 +168,7 @@ class BinlogCapture:
         saved = state_file.load(self.cfg.checkpoint_path)
         begin = continue_or_restart(conn, saved)
         self.skip, self.landed_gtids = begin.skip, begin.landed
-        self.server_id, self.mark = binlog_epoch.server_id(conn), Mark.from_dict(saved.get("mark"))
+        self.server_id, self.mark = begin.server_id, Mark.from_dict(saved.get("mark"))
         if begin.reason is None:
             start = resume_position(self.cfg) or server_start_position(conn, self.cfg.start)
         else:

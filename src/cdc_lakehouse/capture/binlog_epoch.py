@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from .binlog_events import Position
+
 log = logging.getLogger(__name__)
 
 
@@ -80,12 +82,7 @@ def _purged(conn, file: str) -> bool:
     with conn.cursor() as cur:
         cur.execute("SHOW BINARY LOGS")
         first = cur.fetchone()
-    return first is not None and _number(first[0]) > _number(file)
-
-
-def _number(file: str) -> int:
-    suffix = file.rsplit(".", 1)[-1]
-    return int(suffix) if suffix.isdigit() else -1
+    return first is not None and Position.of(first[0], 4) > Position.of(file, 4)
 
 
 def server_id(conn) -> int:
@@ -127,6 +124,7 @@ class EpochStart:
     and why a new epoch began (None when it continues the saved one)."""
 
     epoch: int
+    server_id: int  # of the server read now
     skip: LandedGtids
     landed: LandedGtids  # what the checkpoint goes on counting from
     reason: str | None = None
@@ -139,14 +137,15 @@ def continue_or_restart(conn, saved: dict) -> EpochStart:
     continuing log they only grow."""
     epoch = int(saved.get("epoch", 0))
     now_id = server_id(conn)
+    same_server = saved.get("server_id") in (None, now_id)
     reason = restart_reason(conn, Mark.from_dict(saved.get("mark")))
-    if saved.get("server_id") not in (None, now_id):
+    if not same_server:
         reason = f"another server: server_id {saved['server_id']}, now {now_id}"
     landed = LandedGtids(dict(saved.get("gtids", {})))
     if reason is None:
-        return EpochStart(epoch, LandedGtids(dict(saved.get("skip_gtids", {}))), landed)
+        return EpochStart(epoch, now_id, LandedGtids(dict(saved.get("skip_gtids", {}))), landed)
     log.warning("binlog positions started again (%s): capture begins epoch %d at the server's first binlog",
                 reason, epoch + 1)
-    if saved.get("server_id") in (None, now_id):
-        return EpochStart(epoch + 1, LandedGtids(), LandedGtids(), reason)
-    return EpochStart(epoch + 1, landed, LandedGtids(dict(landed.highest)), reason)
+    if same_server:
+        return EpochStart(epoch + 1, now_id, LandedGtids(), LandedGtids(), reason)
+    return EpochStart(epoch + 1, now_id, landed, LandedGtids(dict(landed.highest)), reason)
