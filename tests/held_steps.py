@@ -1,8 +1,9 @@
 """One small binlog lake updated step by step around a held transaction, shared by the tests of
 held state (silver/binlog_held.py) and of gold's commit point (gold/coherent.py).
 
-Steps: ``open`` (A committed, B open, C committed after B's begin), ``completed`` (B's commit
-lands), ``redelivered`` (A's file again: below the floor, late), ``new`` (in the next binlog
+Steps: ``open`` (A committed, B open, C committed after B's begin, G committed with one of its
+two inserts quarantined: a NaN value), ``completed`` (B's commit and G's corrected insert
+land), ``redelivered`` (A's file again: below the floor, late), ``new`` (in the next binlog
 file an empty transaction E, committed with no changes, then D). Each step keeps the update's result and the tables the tests look at, read at that step.
 """
 
@@ -41,10 +42,16 @@ def transaction(begin: int, customers: list[tuple[int, str]], commit: bool = Tru
     return events + ([event(begin + 90, "commit", file, xid=begin)] if commit else [])
 
 
+def with_nan(event: dict) -> dict:
+    """The event with a NaN value in its row: no JSON, so bronze quarantines its line."""
+    return {**event, "rows": [{"after": {**event["rows"][0]["after"], "phone": float("nan")}}]}
+
+
+G = transaction(600, [(5, "eve"), (6, "fay")])
 STEPS: list[tuple[str, dict[str, list[dict]]]] = [
     ("open", {"1.jsonl": transaction(100, [(1, "ann")]) + transaction(200, [(2, "bob")], commit=False)
-              + transaction(300, [(3, "cy")])}),
-    ("completed", {"2.jsonl": [event(290, "commit", xid=200)]}),
+              + transaction(300, [(3, "cy")]) + G[:2] + [with_nan(G[2])] + G[3:]}),
+    ("completed", {"2.jsonl": [event(290, "commit", xid=200), G[2]]}),
     ("redelivered", {"1-again.jsonl": transaction(100, [(1, "ann")])}),
     ("new", {"3.jsonl": transaction(400, [], file="mysql-bin.000002")
                         + transaction(500, [(4, "dee")], file="mysql-bin.000002")}),

@@ -22,22 +22,22 @@ def test_gold_holds_back_what_follows_a_held_transaction(held_lake):
 
 def test_held_back_changes_are_applied_once_the_point_passes_them(held_lake):
     step = held_lake.steps["completed"]
-    assert step.gold == {1: "ann", 2: "bob", 3: "cy"}
-    assert step.audited == 3
-    # The stream gained B's change only; C's came from the flow's held state.
-    assert step.result.event(AUDIT_FLOW).rows_read == 1
+    assert step.gold == {1: "ann", 2: "bob", 3: "cy", 5: "eve", 6: "fay"}
+    assert step.audited == 5
+    # The stream gained B's and G's changes only; C's came from the flow's held state.
+    assert step.result.event(AUDIT_FLOW).rows_read == 3
 
 
 def test_a_redelivered_transaction_changes_nothing_in_gold(held_lake):
     step = held_lake.steps["redelivered"]
-    assert step.gold == {1: "ann", 2: "bob", 3: "cy"}
-    assert step.audited == 3
+    assert step.gold == {1: "ann", 2: "bob", 3: "cy", 5: "eve", 6: "fay"}
+    assert step.audited == 5
 
 
 def test_an_update_reads_only_the_new_changes(held_lake):
     step = held_lake.steps["new"]
-    assert step.gold == {1: "ann", 2: "bob", 3: "cy", 4: "dee"}
-    assert step.audited == 4
+    assert step.gold == {1: "ann", 2: "bob", 3: "cy", 4: "dee", 5: "eve", 6: "fay"}
+    assert step.audited == 6
     assert step.result.event(AUDIT_FLOW).rows_read == 1
     assert step.result.event(REPLICA_FLOW).rows_read == 1
 
@@ -50,9 +50,9 @@ def test_audit_transactions_follow_the_commit_point(held_lake):
     """A transaction is audited once the point passes it; one without changes too (E)."""
     steps = held_lake.steps
     assert [n for n, _ in _audited_transactions(steps["open"]).values()] == [1]
-    assert sorted(n for n, _ in _audited_transactions(steps["completed"]).values()) == [1, 1, 1]
+    assert sorted(n for n, _ in _audited_transactions(steps["completed"]).values()) == [1, 1, 1, 2]
     assert _audited_transactions(steps["redelivered"]) == _audited_transactions(steps["completed"])
-    assert sorted(n for n, _ in _audited_transactions(steps["new"]).values()) == [0, 1, 1, 1, 1]
+    assert sorted(n for n, _ in _audited_transactions(steps["new"]).values()) == [0, 1, 1, 1, 1, 2]
 
 
 def test_audit_transactions_kept_update_by_update_equal_one_built_from_the_whole_stream(spark, held_lake):

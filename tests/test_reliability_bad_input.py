@@ -81,6 +81,11 @@ BINLOG_LINES = [
     # E: open (no commit yet): held
     (_ev(5000, "begin", "0-7-5", thread_id=21), "ok"),
     (_row("insert", 5100, "0-7-5", [{"after": _order(4)}, {"after": _order(6)}]), "ok"),
+    # G: committed, one of its row events quarantined (json.dumps writes NaN): held whole (incomplete)
+    (_ev(6000, "begin", "0-7-6", thread_id=21), "ok"),
+    (_row("insert", 6100, "0-7-6", [{"after": _order(10)}]), "ok"),
+    (_row("insert", 6200, "0-7-6", [{"after": _order(11, total=float("nan"))}]), ("quarantine", "NaN is not JSON")),
+    (_ev(6300, "commit", "0-7-6", xid=6), "ok"),
     # F: after RESET MASTER the positions (and GTIDs, xids) of A come again, in epoch 1: applied,
     # not taken for a re-delivery of A. E, cut off by the restart, stays held (unterminated).
     (_ev(1000, "begin", "0-7-1", thread_id=21, epoch=1), "ok"),
@@ -111,6 +116,7 @@ def _change(txn_id, seq, op, key, values=None, op_ts="2026-03-02T09:00:00.000100
 TXN_LINES = [
     (_txn("t1"), "ok"),
     (_txn("t2", "2026-03-02T09:00:02.000001Z"), "ok"),
+    (_txn("t4", "2026-03-02T09:00:04.000001Z"), "ok"),
     (json.dumps({"txn_id": "t9", "db_user": "api"}), ("quarantine", "missing end_ts")),
     (_txn("t8", "02/03/2026 09:00"), ("quarantine", "wrong type or unparseable value: end_ts")),
     ('{"txn_id": "t7", "end_ts": "2026-03-02T09:0', ("quarantine", "unparseable line")),
@@ -124,13 +130,15 @@ CHANGE_LINES = [
     (_change("t2", 2, "I", {"order_id": 2}, _order(2, "paid")), "ok"),
     # t3: no transaction row yet: held
     (_change("t3", 1, "I", {"order_id": 3}, _order(3)), "ok"),
-    (_change("t1", 3, "X", {"order_id": 1}, {"status": "x"}), ("quarantine", "unknown op X")),
-    (_change("t1", 4, "U", None, {"status": "x"}), ("quarantine", "missing key")),
-    (_change("t1", 5, "U", {"order_id": 1}, {"status": "x"}, op_ts=None), ("quarantine", "missing op_ts")),
-    (_change("t1", "fifth", "U", {"order_id": 1}, {"status": "x"}), ("quarantine", "wrong type or unparseable value: op_seq")),
-    (_change("t1", 6, "U", {"order_id": 1}, None), ("quarantine", "op U without values")),
-    (_change("t1", 7, "I", {"order_id": 8}, {"status": "new"}), ("quarantine", "insert values without every key column")),
-    ('{"txn_id": "t1", "op_ts": "2026-03-02T09:00:00.0001Z", "op_seq": 8, "op": "U", "key": {"order_id"', ("quarantine", "unparseable line")),
+    # t4: committed, but its other change lines are quarantined: held whole (incomplete), not applied in part
+    (_change("t4", 1, "I", {"order_id": 4}, _order(4)), "ok"),
+    (_change("t4", 3, "X", {"order_id": 1}, {"status": "x"}), ("quarantine", "unknown op X")),
+    (_change("t4", 4, "U", None, {"status": "x"}), ("quarantine", "missing key")),
+    (_change("t4", 5, "U", {"order_id": 1}, {"status": "x"}, op_ts=None), ("quarantine", "missing op_ts")),
+    (_change("t4", "fifth", "U", {"order_id": 1}, {"status": "x"}), ("quarantine", "wrong type or unparseable value: op_seq")),
+    (_change("t4", 6, "U", {"order_id": 1}, None), ("quarantine", "op U without values")),
+    (_change("t4", 7, "I", {"order_id": 8}, {"status": "new"}), ("quarantine", "insert values without every key column")),
+    ('{"txn_id": "t4", "op_ts": "2026-03-02T09:00:00.0001Z", "op_seq": 8, "op": "U", "key": {"order_id"', ("quarantine", "unparseable line")),
 ]
 
 LANDED = {
@@ -203,9 +211,9 @@ def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
     changes = store.read(f"silver.{BINLOG}_changes")
     txns = store.read(f"silver.{BINLOG}_transactions")
     events = store.read(f"bronze.{BINLOG}_binlog_events")
-    statuses = {"held": ("open", "unterminated"), "rolled_back": ("rolled_back",)}
+    statuses = {"held": ("open", "unterminated", "incomplete"), "rolled_back": ("rolled_back",)}
     gtids = {s: [r["gtid"] for r in txns.filter(F.col("status").isin(*v)).collect()] for s, v in statuses.items()}
-    assert (len(gtids["held"]), len(gtids["rolled_back"])) == (1, 1)
+    assert (sorted(gtids["held"]), len(gtids["rolled_back"])) == (["0-7-5", "0-7-6"], 1)
 
     def bronze_images(gtid_list):
         rows = events.filter(F.col("gtid").isin(gtid_list) & F.col("type").isin("insert", "update", "delete"))
@@ -214,7 +222,7 @@ def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
     applied = changes.agg(F.sum("op_count")).first()[0]
     held, rolled_back = bronze_images(gtids["held"]), bronze_images(gtids["rolled_back"])
     accepted = sum(_images(text) for text, fate in BINLOG_LINES if fate == "ok")
-    assert (applied, held, rolled_back) == (7, 2, 1)
+    assert (applied, held, rolled_back) == (7, 3, 1)
     assert applied + held + rolled_back == accepted
     assert changes.join(txns.filter("status <> 'committed'"), "txn_id", "left_semi").count() == 0
 
@@ -225,10 +233,11 @@ def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
     txns = store.read(f"silver.{SHADOW}_transactions")
     bronze = store.read(f"bronze.{SHADOW}_shadow_changes")
     applied = changes.agg(F.sum("op_count")).first()[0]
-    open_txns = [r["txn_id"] for r in txns.filter("status = 'open'").collect()]
-    held = bronze.filter(F.col("txn_id").isin(open_txns)).count()
+    statuses = {r["txn_id"]: r["status"] for r in txns.collect()}
+    assert (statuses["t3"], statuses["t4"]) == ("open", "incomplete")
+    held = bronze.filter(F.col("txn_id").isin("t3", "t4")).count()
     quarantined = store.read(f"bronze.{SHADOW}_shadow_changes_quarantine").count()
-    assert (applied, held, quarantined) == (4, 1, 7)
+    assert (applied, held, quarantined) == (4, 2, 7)
     assert applied + held + quarantined == len(CHANGE_LINES)
 
 

@@ -25,14 +25,14 @@ def test_an_open_transaction_and_what_follows_it_are_held_until_its_commit_lands
 
 def test_a_completed_transaction_is_applied_and_leaves_the_state(held_lake):
     step = held_lake.steps["completed"]
-    assert step.silver == {1: "ann", 2: "bob", 3: "cy"}
+    assert step.silver == {1: "ann", 2: "bob", 3: "cy", 5: "eve", 6: "fay"}
     assert [r["type"] for r in step.state] == [binlog_held.FLOOR]  # nothing held: the floor only
 
 
 def test_a_late_or_redelivered_file_changes_nothing_and_new_events_still_apply(held_lake):
     steps = held_lake.steps
-    assert steps["redelivered"].silver == {1: "ann", 2: "bob", 3: "cy"}
-    assert steps["new"].silver == {1: "ann", 2: "bob", 3: "cy", 4: "dee"}
+    assert steps["redelivered"].silver == {1: "ann", 2: "bob", 3: "cy", 5: "eve", 6: "fay"}
+    assert steps["new"].silver == {1: "ann", 2: "bob", 3: "cy", 4: "dee", 5: "eve", 6: "fay"}
     assert [r["type"] for r in steps["new"].state] == [binlog_held.FLOOR]
 
 
@@ -43,9 +43,22 @@ def _status(txns) -> dict[int, tuple[str, int]]:
 
 def test_the_transactions_table_follows_a_transaction_from_unterminated_to_committed(held_lake):
     steps = held_lake.steps
-    assert _status(steps["open"].transactions) == {100: ("committed", 1), 200: ("unterminated", 0), 300: ("committed", 1)}
-    assert _status(steps["completed"].transactions) == {100: ("committed", 1), 200: ("committed", 1), 300: ("committed", 1)}
+    assert _status(steps["open"].transactions) == {100: ("committed", 1), 200: ("unterminated", 0), 300: ("committed", 1),
+                                                   600: ("incomplete", 0)}
+    assert _status(steps["completed"].transactions) == {100: ("committed", 1), 200: ("committed", 1), 300: ("committed", 1),
+                                                        600: ("committed", 2)}
     assert _status(steps["redelivered"].transactions) == _status(steps["completed"].transactions)
+
+
+def test_a_transaction_with_a_quarantined_line_is_held_naming_it_until_the_corrected_line_lands(spark, held_lake):
+    """Issue 41 case 1: G's other insert is not applied alone; gold shows why G is held."""
+    steps = held_lake.steps
+    assert 5 not in steps["open"].silver
+    held = steps["open"].transactions.filter("status = 'incomplete'").first()
+    assert held.held_because.startswith("quarantined line 11 of ") and held.held_because.endswith("1.jsonl: unparseable line: not one JSON object: NaN is not JSON")
+    assert steps["completed"].transactions.filter("held_because IS NOT NULL").count() == 0
+    gold_held = DeltaRsStore(spark, held_lake.lake).read("gold.held_transactions")
+    assert gold_held.count() == 0  # as of the last step
 
 
 def test_the_transactions_table_kept_batch_by_batch_equals_one_built_from_all_of_bronze(spark, held_lake):

@@ -4,8 +4,11 @@
 # (no commit yet) are completed in a later run.
 import dlt
 
+from cdc_lakehouse.bronze.kinds import onboarded_tables
 from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.change_stream import binlog_change_batch, shadow_change_batch
+from cdc_lakehouse.silver.shadow_gaps import outstanding, without_held
 
 settings = PipelineSettings.from_spark(spark)
 
@@ -23,11 +26,13 @@ def changes_table(source: str) -> str:
 
 def define_binlog_changes(source: str) -> None:
     events = f"{settings.bronze}.{source}_binlog_events"
+    quarantined = f"{events}_quarantine"  # its placeable lines hold their transactions (binlog_gaps.py)
 
     @dlt.append_flow(target=changes_table(source), name=f"{source}_binlog_changes")
     def binlog_changes():
         return binlog_change_batch(
-            dlt.read_stream(events), dlt.read(events), dlt.read(f"{settings.bronze}.{source}_sessions")
+            with_gaps(dlt.read_stream(events), dlt.read_stream(quarantined)),
+            with_gaps(dlt.read(events), dlt.read(quarantined)), dlt.read(f"{settings.bronze}.{source}_sessions"),
         )
 
 
@@ -39,9 +44,11 @@ def define_shadow_changes(source: str) -> None:
 
     @dlt.append_flow(target=changes_table(source), name=f"{source}_shadow_changes")
     def shadow_changes():
+        # A transaction with a quarantined change line waits as if its transaction row had not landed.
+        held = outstanding(dlt.read(f"{changes}_quarantine"), dlt.read(changes), onboarded_tables(settings.onboarding, source))
         return shadow_change_batch(
-            dlt.read_stream(changes).filter("_onboarded"), dlt.read_stream(txns),
-            dlt.read(changes).filter("_onboarded"), dlt.read(txns),
+            dlt.read_stream(changes).filter("_onboarded"), without_held(dlt.read_stream(txns), held),
+            dlt.read(changes).filter("_onboarded"), without_held(dlt.read(txns), held),
             (dlt.read_stream(corrections), dlt.read(corrections)),
         )
 

@@ -1,7 +1,10 @@
 # Silver: every transaction of each source: committed, rolled back, or held (no commit yet).
 import dlt
 
+from cdc_lakehouse.bronze.kinds import onboarded_tables
 from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.silver.binlog_gaps import with_gaps
+from cdc_lakehouse.silver.shadow_gaps import marked, outstanding, without_held
 from cdc_lakehouse.silver.shadow_transactions import TXN_KEY, shadow_transaction_batch
 from cdc_lakehouse.silver.transactions_table import PROGRESS, TXN_KEYS, binlog_transaction_batch
 
@@ -11,12 +14,14 @@ settings = PipelineSettings.from_spark(spark)
 def define_binlog_transactions(source: str) -> None:
     """Each update upserts the transactions its new binlog events belong to (transactions_table.py)."""
     events, changes = f"{settings.bronze}.{source}_binlog_events", f"{settings.silver}.{source}_changes"
+    quarantined = f"{events}_quarantine"  # as in silver/changes.py: placeable lines hold their transactions
     view = f"{source}_transaction_updates"
 
     @dlt.view(name=view, comment=f"The transactions of {source} that this update's binlog events begin, end or complete.")
     def transaction_updates():
         return binlog_transaction_batch(
-            dlt.read_stream(events), dlt.read(events), dlt.read(f"{settings.bronze}.{source}_sessions"),
+            with_gaps(dlt.read_stream(events), dlt.read_stream(quarantined)),
+            with_gaps(dlt.read(events), dlt.read(quarantined)), dlt.read(f"{settings.bronze}.{source}_sessions"),
             dlt.read_stream(changes), dlt.read(changes),
         )
 
@@ -39,16 +44,19 @@ def define_shadow_transactions(source: str) -> None:
     # an orphan one (no transaction row) would otherwise hold the source's gold forever.
     @dlt.view(name=view, comment=f"The transactions of {source} that this update's shadow rows land, hold or complete.")
     def transaction_updates():
-        return shadow_transaction_batch(
-            source, dlt.read_stream(txns), dlt.read(txns), dlt.read_stream(changes).filter("_onboarded"),
-            dlt.read(changes).filter("_onboarded"),
+        # As in silver/changes.py: a transaction with a quarantined change line waits, and says why.
+        held = outstanding(dlt.read(f"{changes}_quarantine"), dlt.read(changes), onboarded_tables(settings.onboarding, source))
+        return marked(shadow_transaction_batch(
+            source, without_held(dlt.read_stream(txns), held), without_held(dlt.read(txns), held),
+            dlt.read_stream(changes).filter("_onboarded"), dlt.read(changes).filter("_onboarded"),
             dlt.read_stream(silver_changes), dlt.read(silver_changes),
-        )
+        ), held)
 
     name = f"{settings.silver}.{source}_transactions"
     dlt.create_streaming_table(
         name, comment=f"Transactions of {source} with user, role, commit time, tables and row counts; "
-        "held ones (change rows without their transaction row yet) have status 'open'.",
+        "held ones have status 'open' (change rows without their transaction row yet) or 'incomplete' "
+        "(a change line in quarantine: held_because).",
         table_properties={"quality": "silver"},
     )
     dlt.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEY, sequence_by=PROGRESS,

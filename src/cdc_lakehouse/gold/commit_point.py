@@ -14,13 +14,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import inputs, schemas
+from cdc_lakehouse.silver.binlog_transactions import HELD
 from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
 
 POINT = "__commit_point"
 POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"
-
-
-HELD = ("open", "unterminated")
 
 
 def with_release(transactions: DataFrame, release_after_minutes: int | None) -> DataFrame:

@@ -90,7 +90,7 @@ def held_transactions(read, settings) -> DataFrame:
         parts.append(held.withColumn("measured_at", F.current_timestamp()).select(
             "source", "txn_id", "status", "begin_ts",
             seconds_between(F.col("measured_at"), F.col("begin_ts")).alias("age_seconds"),
-            "user", "role", "server_id", "thread_id", "gtid", "position", "released", "measured_at",
+            "user", "role", "server_id", "thread_id", "gtid", "position", "held_because", "released", "measured_at",
         ))
     return inputs.union_all(parts)
 

@@ -190,7 +190,8 @@ HELD_TRANSACTIONS = GoldTable(
     "their commit lands, never dropped (a released one no longer holds gold back).",
     (
         SOURCE, TXN_ID,
-        ("status", "STRING", "open: no commit yet; unterminated: a new transaction began on the connection first."),
+        ("status", "STRING", "open: no commit yet; unterminated: a new transaction began on the connection first; "
+                             "incomplete: a line of it is in quarantine (held_because names it)."),
         ("begin_ts", "TIMESTAMP", "Time the transaction began (first event or operation)."),
         ("age_seconds", "DOUBLE", "measured_at minus begin_ts, in seconds."),
         USER, ROLE,
@@ -198,6 +199,8 @@ HELD_TRANSACTIONS = GoldTable(
         ("thread_id", "BIGINT", "Source connection (thread) id (binlog)."),
         ("gtid", "STRING", "GTID, when GTIDs are on (binlog)."),
         ("position", "STRUCT<file: STRING, pos: BIGINT, epoch: BIGINT>", "Binlog position, when known."),
+        ("held_because", "STRING", "For an incomplete transaction: its quarantined lines (file, line, reason); "
+                                   "it completes when the corrected lines land."),
         ("released", "BOOLEAN", "Given up on by the release policy (cdc_lakehouse.held_release_after_minutes): "
                                 "gold no longer waits for it; its changes apply if its commit still lands."),
         ("measured_at", "TIMESTAMP", "When the pipeline update measured this row."),

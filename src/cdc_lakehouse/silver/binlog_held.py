@@ -26,7 +26,7 @@ from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import binlog_transactions as bt
 
 FLOOR = "__floor"  # the type of a server's marker row; its `pos` holds the floor (an lsn)
-HELD = ("open", "unterminated")
+HELD = bt.HELD
 
 
 def assemble(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> tuple[DataFrame, DataFrame]:

@@ -12,9 +12,15 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import binlog_position
+from cdc_lakehouse.silver import binlog_gaps
 
-BOUNDARY_TYPES = ("begin", "commit", "rollback", "ddl")
+# A gap that may have been a BEGIN starts a transaction (silver/binlog_gaps.py).
+START_TYPES = ("begin", "ddl", binlog_gaps.GAP_START)
+BOUNDARY_TYPES = ("commit", "rollback", *START_TYPES)
 ROW_TYPES = ("insert", "update", "delete")
+# Statuses of a transaction that is not applied yet and holds gold's commit point: no end yet
+# (open), another transaction's boundary first (unterminated), a line of it in quarantine (incomplete).
+HELD = ("open", "unterminated", "incomplete")
 
 
 def log_position():
@@ -30,13 +36,16 @@ def with_lsn(events: DataFrame) -> DataFrame:
 
 
 def distinct_events(events: DataFrame) -> DataFrame:
-    """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept."""
-    return with_lsn(events).dropDuplicates(["server_id", "lsn"])
+    """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept,
+    an accepted one rather than a gap (a quarantined line whose corrected line has landed)."""
+    lsn = with_lsn(events)
+    first = F.min_by(F.struct(*lsn.columns), binlog_gaps.is_gap()).alias("__event")
+    return lsn.groupBy("server_id", "lsn").agg(first).select("__event.*")
 
 
 def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
-    """Every transaction the boundary events show, with its status:
-    ``committed``, ``rolled_back`` or ``open`` (no end yet: held, not applied)."""
+    """Every transaction the boundary events show, with its status: ``committed``,
+    ``rolled_back``, or one of ``HELD`` (not applied yet), and ``held_because`` for an incomplete one."""
     bounds = events.filter(F.col("type").isin(*BOUNDARY_TYPES))
     in_log_order = Window.partitionBy("server_id").orderBy("lsn")
     nxt = lambda c: F.lead(c).over(in_log_order)  # noqa: E731 - reads better than 4 copies
@@ -44,7 +53,7 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
         "*", nxt("type").alias("end_type"), nxt("lsn").alias("end_lsn"), nxt("ts").alias("end_ts"),
         nxt("xid").alias("end_xid"), nxt("file").alias("end_file"), nxt("pos").alias("end_pos"),
         nxt("gtid").alias("end_gtid"),
-    ).filter(F.col("type").isin("begin", "ddl"))
+    ).filter(F.col("type").isin(*START_TYPES))
     # Landing files arrive in any order: the next boundary in the log seen so far may be the end
     # of another transaction whose events in between have not landed yet. Its GTID says so.
     other_txn = F.col("gtid").isNotNull() & F.col("end_gtid").isNotNull() & (F.col("gtid") != F.col("end_gtid"))
@@ -72,7 +81,7 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     txns = txns.withColumn("txn_id", transaction_id()).withColumn(
         "commit_ts", F.timestamp_seconds(F.col("commit_ts_s"))
     )
-    return with_session_user(txns, sessions)
+    return with_session_user(binlog_gaps.held_by_gaps(txns, events), sessions)
 
 
 def transaction_id():
@@ -118,7 +127,7 @@ def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     )
 
 
-def with_begin(events: DataFrame, starts: tuple[str, ...] = ("begin", "ddl")) -> DataFrame:
+def with_begin(events: DataFrame, starts: tuple[str, ...] = START_TYPES) -> DataFrame:
     """Each event with ``begin_lsn``, the log position of the latest event of a type in
     ``starts`` at or before it on its server: the start of the transaction it belongs to."""
     start = F.when(F.col("type").isin(*starts), F.col("lsn"))

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import arrivals
 from cdc_lakehouse.silver import transactions_table as tt
+from cdc_lakehouse.silver.binlog_transactions import HELD
 
 TXN_KEY = ["txn_id"]
 PROGRESS = tt.PROGRESS
@@ -30,7 +31,7 @@ PROGRESS = tt.PROGRESS
 
 def progress():
     """Ended after open; then the later commit (recording); then the later computation."""
-    return F.struct((F.col("status") != "open").alias("ended"), F.col("sequence_position").alias("at"),
+    return F.struct((~F.col("status").isin(*HELD)).alias("ended"), F.col("sequence_position").alias("at"),
                     F.current_timestamp().alias("computed"))
 
 
