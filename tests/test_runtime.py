@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
@@ -249,3 +250,22 @@ def test_expectations_are_counted_by_the_write_or_apart_when_no_write_ran(spark)
     assert counts() == expected
     _, unwritten = apply_expectations(df, "t", rules)
     assert unwritten() == expected
+
+
+def test_a_landing_file_being_written_is_left_for_a_later_batch(tmp_path):
+    """A JSON Lines file that is empty or cut mid-line is not read until it is complete or has
+    not changed for SETTLE_SECONDS (a writer that stopped mid-line): no half line is read."""
+    from cdc_lakehouse.runtime.file_source import SETTLE_SECONDS, settled
+
+    files = {"complete.jsonl": b'{"a": 1}\n', "cut.jsonl": b'{"a": 1}\n{"a": ', "empty.jsonl": b"",
+             "old-cut.jsonl": b'{"a": 1}\n{"a": ', "m/_manifest.json": b'{"a": 1}', "z.jsonl.gz": b"\x1f"}
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    now = os.stat(tmp_path / "cut.jsonl").st_mtime + 1
+    old = now - SETTLE_SECONDS
+    os.utime(tmp_path / "old-cut.jsonl", (old, old))
+    paths = [str(tmp_path / name) for name in files]
+    assert [os.path.relpath(p, tmp_path) for p in settled(paths, now)] == [
+        "complete.jsonl", "old-cut.jsonl", "m/_manifest.json", "z.jsonl.gz"]
+    assert len(settled(paths, now + SETTLE_SECONDS)) == len(files)  # nothing changed for long enough

@@ -3,6 +3,10 @@
 Like Auto Loader, a file is identified by its path and read once; files whose names start
 with ``_`` or ``.`` are skipped unless ``pathGlobFilter`` names them; ``.gz`` files are
 decompressed by Spark's readers.
+
+A JSON Lines file that is empty or whose last line has no newline yet is being written: it is
+left for a later batch until it is complete or has not changed for ``SETTLE_SECONDS`` (a writer
+that stopped mid-line), so a line is not read half-written (docs/bronze.md: write, then rename).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import glob
 import os
 import shutil
 import tempfile
+import time
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -44,6 +50,28 @@ def list_files(path: str, options: dict) -> list[str]:
                 if _wanted(f, name_filter)
             )
     return sorted(found)
+
+
+SETTLE_SECONDS = 60
+
+
+def settled(files: list[str], now: float | None = None) -> list[str]:
+    """The ``files`` that are not being written (see the module's doc)."""
+    now = time.time() if now is None else now
+    return [f for f in files if not _in_writing(f, now)]
+
+
+def _in_writing(path: str, now: float) -> bool:
+    if not path.endswith(".jsonl"):
+        return False  # a whole document, or compressed: its reader fails on a cut file
+    stat = os.stat(path)
+    if now - stat.st_mtime >= SETTLE_SECONDS:
+        return False
+    if stat.st_size == 0:
+        return True
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
 
 
 def _python_glob(path: str) -> tuple[str, str]:

@@ -126,7 +126,7 @@ class FlowBatch:
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
             seen = self._files_seen.get(source, set())
-            return all(f in seen for f in self._listing(name, offset.get("listing", {})))
+            return not file_source.settled([f for f in self._listing(name, offset.get("listing", {})) if f not in seen])
         return False
 
     # -- reads ------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ class FlowBatch:
             files = self._planned(source, "files")
         else:
             seen = self._files_seen.get(source, set())
-            files = [f for f in self._listing(folder, listing) if f not in seen]
+            files = file_source.settled([f for f in self._listing(folder, listing) if f not in seen])
         if not files:
             self._record(source, {"files": [], "listing": listing}, 0)
             empty = file_source.empty_frame(self.runner.spark, fmt, options, schema)
