@@ -11,18 +11,24 @@ LANDING, OTHER = "files:/landing/a", "files:/landing/b"
 
 
 def _plan(checkpoint: FlowCheckpoint, batch: int) -> None:
-    offsets = {LANDING: {"files": [f"/landing/a/{batch}.jsonl"], "listing": {}}, "definition": "d"}
+    """Files of LANDING with identities, the first one read again (grown) every fourth batch;
+    files of OTHER without (as plans written before identities were kept)."""
+    files = [f"/landing/a/{batch}.jsonl"] + (["/landing/a/0.jsonl"] if batch % 4 == 3 else [])
+    identities = {f: [batch, batch, f"h{batch}"] for f in files}
+    offsets = {LANDING: {"files": files, "identities": identities, "listing": {}}, "definition": "d"}
     if batch % 3 == 0:
         offsets[OTHER] = {"files": [f"/landing/b/{batch}-{i}.jsonl" for i in range(2)], "listing": {}}
     checkpoint.write_offsets(batch, offsets)
 
 
-def _every_plan(checkpoint: FlowCheckpoint, before: int) -> dict[str, set[str]]:
-    seen: dict[str, set[str]] = {}
+def _every_plan(checkpoint: FlowCheckpoint, before: int) -> dict[str, dict]:
+    """Path -> identity when last planned, per source."""
+    seen: dict[str, dict] = {}
     for batch in range(before):
         for source, offset in checkpoint.offsets(batch).items():
             if isinstance(offset, dict) and "files" in offset:
-                seen.setdefault(source, set()).update(offset["files"])
+                known = offset.get("identities", {})
+                seen.setdefault(source, {}).update({f: known.get(f) for f in offset["files"]})
     return seen
 
 
@@ -34,6 +40,7 @@ def test_the_compacted_list_says_what_every_plan_says(tmp_path):
 
     compacted = json.loads((checkpoint.dir / SEEN).read_text())
     assert compacted["through_batch"] >= 2 * COMPACT_EVERY
+    assert checkpoint.files_seen(3 * COMPACT_EVERY + 2)[LANDING]["/landing/a/0.jsonl"][0] == 31  # the last read wins
     # Asked for a batch the compaction has passed, it reads every plan instead.
     assert checkpoint.files_seen(5) == _every_plan(checkpoint, 5)
     checkpoint.reset()

@@ -22,9 +22,10 @@ def _events(spark, rows: list[tuple[int, str]]):
 
 
 def _quarantined(spark, lines: list[str]):
-    rows = [(raw, "a reason", "shop", "/landing/shop/binlog/2.jsonl", i + 1, None) for i, raw in enumerate(lines)]
-    return spark.createDataFrame(rows, "_raw string, _reason string, _source string, _source_file string, "
-                                       "_line long, _ingested_at timestamp").select(*QUARANTINE_COLUMNS)
+    rows = [(raw, "a reason", "shop", "/landing/shop/binlog/2.jsonl", i + 1, None, None, None) for i, raw in enumerate(lines)]
+    return spark.createDataFrame(rows, "_raw string, _reason string, _source string, _source_file string, _line long, "
+                                       "_ingested_at timestamp, _file_size long, _file_modified_at timestamp",
+                                 ).select(*QUARANTINE_COLUMNS)
 
 
 def _line(pos: int, kind: str, **members) -> str:

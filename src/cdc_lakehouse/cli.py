@@ -60,11 +60,12 @@ def cmd_run(args) -> int:
 
 
 def _warn_tables_not_onboarded(lake: str) -> None:
-    from cdc_lakehouse.bronze.summary import not_onboarded_warnings
+    from cdc_lakehouse.bronze.summary import changed_file_warnings, not_onboarded_warnings
 
     store = _store(_spark(), lake)
     if store.exists("gold.landing_summary"):
-        for line in not_onboarded_warnings(store.read("gold.landing_summary")):
+        summary = store.read("gold.landing_summary")
+        for line in not_onboarded_warnings(summary) + changed_file_warnings(summary):
             console.print(f"[yellow]warning:[/yellow] {line}")
 
 

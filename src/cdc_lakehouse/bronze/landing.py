@@ -13,11 +13,13 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze.fields import parse_fields
 from cdc_lakehouse.bronze.kinds import Kind
-from cdc_lakehouse.bronze.lines import numbered_lines, read_landing, whole_files
+from cdc_lakehouse.bronze.lines import FILE_COLUMNS, numbered_lines, read_landing, whole_files
 from cdc_lakehouse.bronze.rules import reason
 from cdc_lakehouse.paths import glob_literal
 
-PROVENANCE = ("_source", "_source_file", "_line", "_ingested_at")
+# Where a line came from; the file's size and time as read tell gold.landing_summary whether
+# the file changed after bronze read it (bronze/summary.py).
+PROVENANCE = ("_source", "_source_file", "_line", "_ingested_at", *FILE_COLUMNS)
 QUARANTINE_COLUMNS = ("_raw", "_reason", *PROVENANCE)
 
 

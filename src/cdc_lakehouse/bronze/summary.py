@@ -3,6 +3,8 @@ the landing folders no flow reads."""
 
 from __future__ import annotations
 
+import os
+from datetime import datetime
 from functools import reduce
 
 from pyspark.sql import DataFrame
@@ -10,10 +12,14 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
 from cdc_lakehouse.bronze.kinds import landing_kinds, onboarded_tables
+from cdc_lakehouse.bronze.lines import FILE_COLUMNS
 from cdc_lakehouse.bronze.unread import unread_folders
+from cdc_lakehouse.paths import local_path
 
 TABLE = ("source", "bronze_table", "kind", "quarantine_table")
-LINE = "_source_file string, quarantined boolean, held boolean, source_table string"
+LINE = ("_source_file string, _file_size long, _file_modified_at timestamp, quarantined boolean, held boolean, "
+        "source_table string")
+CHANGED = "changed after bronze read it"
 COLUMNS = ("source", "bronze_table", "rows", "files", "kind", "quarantine_table", "quarantined_rows",
            "not_onboarded_rows", "not_onboarded_tables", "note")
 
@@ -22,7 +28,7 @@ def landing_summary(read, settings) -> DataFrame:
     """One row per bronze table: ``source``, ``bronze_table``, ``rows``, ``files``, ``kind``,
     ``quarantine_table``, ``quarantined_rows``, ``not_onboarded_rows``, ``not_onboarded_tables``
     (their ``schema.table`` names) and ``note`` (null); then one row per landing folder no flow
-    reads, with its ``files`` and the reason in ``note``. ``read(name)`` reads a bronze table
+    reads, and one per landing file that changed after bronze read it, with the reason in ``note``. ``read(name)`` reads a bronze table
     (``dlt.read`` in a pipeline)."""
     tables = [_names(settings.bronze, source, kind) for source, kind in landing_kinds(settings.onboarding)]
     lines = [
@@ -32,7 +38,7 @@ def landing_summary(read, settings) -> DataFrame:
     ]
     spark = lines[0].sparkSession
     # One line-less row per table, so that a table nothing landed in still shows, with zeros.
-    every_table = spark.createDataFrame([(*names, None, None, None, None) for names in tables],
+    every_table = spark.createDataFrame([(*names, *[None] * len(LINE.split(","))) for names in tables],
                                         f"{_table_ddl()}, {LINE}")
     counted = reduce(DataFrame.unionByName, lines, every_table).groupBy(*TABLE).agg(
         F.count_if(~F.col("quarantined")).alias("rows"),
@@ -43,7 +49,39 @@ def landing_summary(read, settings) -> DataFrame:
         F.lit(None).cast("string").alias("note"),
     )
     summary = counted.select(*COLUMNS)
-    return summary.unionByName(_unread(spark, settings, summary.schema))
+    changed = _changed(spark, reduce(DataFrame.unionByName, lines), summary.schema)
+    return summary.unionByName(_unread(spark, settings, summary.schema)).unionByName(changed)
+
+
+def _changed(spark, lines: DataFrame, schema) -> DataFrame:
+    """One row per landing file that changed after bronze last read it (its size or time now
+    differ from the ones bronze recorded): a writer rewrote or appended to a published file,
+    whose changes bronze does not read (docs/bronze.md, publishing landing files)."""
+    read = lines.groupBy(*TABLE, "_source_file").agg(F.max_by(F.struct(*FILE_COLUMNS), F.col(FILE_COLUMNS[0])).alias("f"))
+    rows = []
+    for r in read.filter(F.col("f._file_size").isNotNull()).collect():
+        now = _stat(r["_source_file"])
+        if now is not None and now != (r["f"]["_file_size"], r["f"]["_file_modified_at"]):
+            note = (f"{r['_source_file']}: {CHANGED} ({r['f']['_file_size']} bytes then, {now[0]} now); "
+                    "its changes are not read: publish a landing file by writing it, then renaming it into place")
+            rows.append((r["source"], r["bronze_table"], 0, 1, r["kind"], r["quarantine_table"], 0, 0, [], note))
+    return spark.createDataFrame(rows, schema)
+
+
+def changed_file_warnings(summary: DataFrame) -> list[str]:
+    """The notes of ``gold.landing_summary`` on landing files that changed after bronze read them."""
+    rows = summary.filter(F.col("note").contains(CHANGED)).orderBy("note").collect()
+    return [f"{r['bronze_table']}: {r['note']}" for r in rows]
+
+
+def _stat(uri: str) -> tuple[int, datetime] | None:
+    """The file's size and modification time (as Spark gives it: milliseconds), None if gone or not local."""
+    try:
+        stat = os.stat(local_path(uri.removeprefix("dbfs:")))
+    except (OSError, ValueError):
+        return None
+    ms = stat.st_mtime_ns // 1_000_000
+    return stat.st_size, datetime.fromtimestamp(ms // 1000).replace(microsecond=ms % 1000 * 1000)
 
 
 def _unread(spark, settings, schema) -> DataFrame:
@@ -64,13 +102,20 @@ def _table_ddl() -> str:
 def _lines(read, names: tuple[str, ...], kind, onboarded: list[str]) -> list[DataFrame]:
     labels = [F.lit(value).alias(column) for column, value in zip(TABLE, names)]
     table = F.lower(F.expr(kind.source_table)) if kind.source_table else F.lit(None)
-    kept = read(names[1]).select(
-        *labels, "_source_file", F.lit(False).alias("quarantined"),
+    kept, rejected = read(names[1]), read(names[3])
+    kept = kept.select(
+        *labels, "_source_file", *_file_columns(kept), F.lit(False).alias("quarantined"),
         (~landing.is_onboarded(kind, onboarded)).alias("held"), table.cast("string").alias("source_table"),
     )
-    rejected = read(names[3]).select(*labels, "_source_file", F.lit(True).alias("quarantined"),
-                                     F.lit(False).alias("held"), F.lit(None).cast("string").alias("source_table"))
+    rejected = rejected.select(*labels, "_source_file", *_file_columns(rejected), F.lit(True).alias("quarantined"),
+                               F.lit(False).alias("held"), F.lit(None).cast("string").alias("source_table"))
     return [kept, rejected]
+
+
+def _file_columns(table: DataFrame) -> list:
+    """A bronze table written before files' sizes were kept has none: NULL."""
+    types = {"_file_size": "long", "_file_modified_at": "timestamp"}
+    return [F.col(c) if c in table.columns else F.lit(None).cast(types[c]).alias(c) for c in FILE_COLUMNS]
 
 
 def not_onboarded_warnings(summary: DataFrame) -> list[str]:

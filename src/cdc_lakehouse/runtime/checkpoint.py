@@ -68,28 +68,35 @@ class FlowCheckpoint:
         record = {"after_batch": after_batch, "definition": definition, "sources": sources}
         _write_json(self.dir / CONFIRMED, record)
 
-    def files_seen(self, before_batch: int) -> dict[str, set[str]]:
-        """Every file each file source has planned in batches before ``before_batch``: the
-        compacted list plus the plans after it, so the cost follows the batches since the last
+    def files_seen(self, before_batch: int) -> dict[str, dict[str, list | None]]:
+        """Every file each file source has planned in batches before ``before_batch``, with its
+        identity when last read (runtime/file_identity.py; None if not recorded): the compacted
+        list plus the plans after it, so the cost follows the batches since the last
         compaction, not the flow's age (as Spark's file source log). Compacted again every
         ``COMPACT_EVERY`` batches."""
         compact = _read_json(self.dir / SEEN)
         through = compact.get("through_batch", -1)
         if through >= before_batch:  # never asked by a running flow: it plans after the last batch
             compact, through = {}, -1
-        seen = {source: set(files) for source, files in compact.get("sources", {}).items()}
+        seen = {source: _identities(files) for source, files in compact.get("sources", {}).items()}
         later = [b for b in self.batches() if through < b < before_batch]
         for batch in later:
             for source, offset in self.offsets(batch).items():
                 if isinstance(offset, dict) and "files" in offset:
-                    seen.setdefault(source, set()).update(offset["files"])
+                    known = offset.get("identities", {})
+                    seen.setdefault(source, {}).update({f: known.get(f) for f in offset["files"]})
         if len(later) >= COMPACT_EVERY:
-            compacted = {source: sorted(files) for source, files in seen.items()}
+            compacted = {source: dict(sorted(files.items())) for source, files in seen.items()}
             _write_json(self.dir / SEEN, {"through_batch": before_batch - 1, "sources": compacted})
         return seen
 
     def reset(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _identities(files: list | dict) -> dict:
+    """A compacted source: path -> identity (a list of paths before identities were kept)."""
+    return dict(files) if isinstance(files, dict) else dict.fromkeys(files)
 
 
 def _read_json(path: Path) -> dict:

@@ -107,18 +107,27 @@ def _option(options: dict, key: str):
     return None
 
 
-def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema) -> DataFrame:
+def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema,
+               starts: dict[str, int] | None = None) -> DataFrame:
     """Read exactly ``files`` with Spark's own reader for ``fmt``.
 
     ``_metadata`` stays a hidden column, as on Databricks, except in a batch with files named
-    ``_*``: there it is an ordinary column (select your columns explicitly in such flows).
+    ``_*`` or read again from ``starts`` (a grown file: path -> byte offset, given as its
+    ``_metadata.file_block_start``): there it is an ordinary column (select your columns
+    explicitly in such flows).
     """
+    starts = starts or {}
     hidden = [f for f in files if _hidden(f)]
-    if not hidden:
+    if not hidden and not starts:
         return _load(spark, files, fmt, options, schema)
-    visible = [f for f in files if not _hidden(f)]
-    frames = [_load(spark, visible, fmt, options, schema).select("*", "_metadata")] if visible else []
-    frames.append(_load_hidden(spark, hidden, fmt, options, schema))
+    plain = [f for f in files if not _hidden(f) and f not in starts]
+    frames = [_load(spark, plain, fmt, options, schema).select("*", "_metadata")] if plain else []
+    if hidden:
+        frames.append(_load_hidden(spark, hidden, fmt, options, schema))
+    for path in (f for f in files if f in starts and not _hidden(f)):
+        df = _load(spark, [path], fmt, options, schema).select("*", "_metadata")
+        start = F.lit(starts[path]).cast("long")
+        frames.append(df.withColumn("_metadata", F.col("_metadata").withField("file_block_start", start)))
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 

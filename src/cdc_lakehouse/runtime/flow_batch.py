@@ -8,7 +8,7 @@ import os
 
 from pyspark.sql import DataFrame
 
-from cdc_lakehouse.runtime import file_source
+from cdc_lakehouse.runtime import file_identity, file_source
 from cdc_lakehouse.runtime.fingerprint import DEFINITION, definition_fingerprint
 from cdc_lakehouse.storage import Commit, StreamingSourceChanged
 
@@ -125,8 +125,11 @@ class FlowBatch:
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
-            seen = self._files_seen.get(source, set())
-            return not file_source.settled([f for f in self._listing(name, offset.get("listing", {})) if f not in seen])
+            seen = self._files_seen.get(source, {})
+            listed = self._listing(name, offset.get("listing", {}))
+            # Stat only: a seen file whose size and time are as read is not read again.
+            fresh = [f for f in listed if f not in seen or not file_identity.looks_unchanged(f, seen[f])]
+            return not fresh or not self._new_files(source, fresh)[0]
         return False
 
     # -- reads ------------------------------------------------------------------------------
@@ -175,23 +178,37 @@ class FlowBatch:
         folder = os.path.abspath(path)
         source, listing = f"files:{folder}", file_source.listing_options(options)
         if self.replay:
-            files = self._planned(source, "files")
+            files, starts = self._planned(source, "files"), self.planned[source].get("starts", {})
         else:
-            seen = self._files_seen.get(source, set())
-            files = file_source.settled([f for f in self._listing(folder, listing) if f not in seen])
+            files, starts = self._new_files(source, self._listing(folder, listing))
         if not files:
             self._record(source, {"files": [], "listing": listing}, 0)
             empty = file_source.empty_frame(self.runner.spark, fmt, options, schema)
             if empty is None:
                 raise NoNewInput
             return empty
-        df = file_source.read_files(self.runner.spark, files, fmt, options, schema)
+        df = file_source.read_files(self.runner.spark, files, fmt, options, schema, starts)
+        identities = {f: file_identity.identity(f) for f in files}
         # Counting the new rows costs one pass over the new files; the event log needs it.
-        self._record(source, {"files": files, "listing": listing}, df.count())
+        offset = {"files": files, "identities": identities, "listing": listing, **({"starts": starts} if starts else {})}
+        self._record(source, offset, df.count())
         return df
 
+    def _new_files(self, source: str, listed: list[str]) -> tuple[list[str], dict[str, int]]:
+        """The files to read (not read before, or grown since: runtime/file_identity.py) that
+        are not being written, and where each grown one is read from."""
+        seen = self._files_seen.get(source, {})
+        starts = {}
+        for f in listed:
+            if f in seen:
+                kind, start = file_identity.compare(f, seen[f])
+                if kind == file_identity.GROWN:
+                    starts[f] = start
+        files = file_source.settled([f for f in listed if f not in seen or f in starts])
+        return files, {f: starts[f] for f in files if f in starts}
+
     @functools.cached_property
-    def _files_seen(self) -> dict[str, set[str]]:
+    def _files_seen(self) -> dict[str, dict]:
         return self.checkpoint.files_seen(self.id)
 
     def _listing(self, path: str, listing: dict) -> list[str]:
