@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
+from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
@@ -46,12 +47,16 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
     quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
     anomalous = anomaly_rows(read, settings, source, point.sparkSession).agg(
         F.count_distinct("change").alias("anomalous_changes"))
-    return point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).select(
+    changed = read(f"{settings.gold}.landing_summary").filter(
+        (F.col("source") == source) & F.col("note").contains(CHANGED)).agg(F.count(F.lit(1)).alias("changed_landing_files"))
+    joined = point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).crossJoin(changed)
+    return joined.select(
         "source", "sequence", "last_commit_ts", "last_txn_id", "measured_at",
         seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
         "released_held_transactions", "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
+        "changed_landing_files",
     )
 
 

@@ -168,7 +168,8 @@ REPLICATION_HEALTH = GoldTable(
                                   "current_timestamp() minus last_commit_ts)."),
         ("latest_seen_commit_ts", "TIMESTAMP", "Latest commit time of any committed transaction landed so far."),
         ("pending_transactions", "BIGINT", "Committed transactions with changes that landed but are after the commit point."),
-        ("held_transactions", "BIGINT", "Transactions held: begun but not committed yet (open, unterminated)."),
+        ("held_transactions", "BIGINT", "Transactions held: begun but not committed yet (open, unterminated), "
+                                       "or with a line in quarantine (incomplete)."),
         ("oldest_held_begin_ts", "TIMESTAMP", "Begin time of the oldest held transaction."),
         ("oldest_held_age_seconds", "DOUBLE", "measured_at minus oldest_held_begin_ts, in seconds."),
         ("released_held_transactions", "BIGINT", "Held transactions that no longer hold gold back: begun longer "
@@ -181,6 +182,8 @@ REPLICATION_HEALTH = GoldTable(
         ("tied_commit_transactions", "BIGINT", "Shadow sources: committed transactions whose commit time another "
                                                "one shares, ordered by txn_id among themselves (a clock of whole "
                                                "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
+        ("changed_landing_files", "BIGINT", "Landing files that changed after bronze read them, whose changes are "
+                                            "not read (gold.landing_summary notes them; docs/bronze.md)."),
     ),
 )
 
