@@ -159,7 +159,7 @@ def _load_hidden(spark: SparkSession, files: list[str], fmt: str, options: dict,
         try:
             os.link(original, link)
         except OSError:
-            shutil.copyfile(original, link)
+            shutil.copy2(original, link)  # keeps the time: bronze records it (_file_modified_at)
         links[link] = original
     df = _load(spark, list(links), fmt, options, schema).select("*", "_metadata")
     path, name = F.col("_metadata.file_path"), F.col("_metadata.file_name")
