@@ -30,8 +30,9 @@ def read_landing(spark, path: str, name_filter: str | None = None) -> DataFrame:
     )
 
 
-def _file_columns(files: DataFrame) -> list:
-    """The file's size and time where ``files`` has them (a hand-made frame may not)."""
+def file_columns(files: DataFrame) -> list:
+    """The file's size and time where ``files`` has them (a hand-made frame, or a bronze table
+    written before they were kept, has not): NULL otherwise."""
     types = {"_file_size": "long", "_file_modified_at": "timestamp"}
     return [F.col(c) if c in files.columns else F.lit(None).cast(types[c]).alias(c) for c in FILE_COLUMNS]
 
@@ -52,7 +53,7 @@ def numbered_lines(files: DataFrame) -> DataFrame:
     # (above the Generate), which made splitting quadratic in the lines of a file.
     text = F.regexp_replace(F.col("value"), r"\n\z", "")
     counted = files.filter(F.col("value") != "").select(
-        "value", "_source_file", *_file_columns(files), _lines_before_start(files).alias("_skip")
+        "value", "_source_file", *file_columns(files), _lines_before_start(files).alias("_skip")
     )
     exploded = counted.select(
         "_source_file", *FILE_COLUMNS, "_skip", F.posexplode(F.split(text, "\n", -1)).alias("_pos", "_text")
@@ -68,5 +69,5 @@ def numbered_lines(files: DataFrame) -> DataFrame:
 
 def whole_files(files: DataFrame) -> DataFrame:
     """One row per file, for documents that are a single JSON value however they are wrapped."""
-    return files.select("_source_file", *_file_columns(files), F.lit(1).cast("long").alias("_line"),
+    return files.select("_source_file", *file_columns(files), F.lit(1).cast("long").alias("_line"),
                         F.col("value").alias("_raw"))

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
 from cdc_lakehouse.bronze.kinds import landing_kinds, onboarded_tables
-from cdc_lakehouse.bronze.lines import FILE_COLUMNS
+from cdc_lakehouse.bronze.lines import FILE_COLUMNS, file_columns
 from cdc_lakehouse.bronze.unread import unread_folders
 from cdc_lakehouse.paths import local_path
 
@@ -104,18 +104,13 @@ def _lines(read, names: tuple[str, ...], kind, onboarded: list[str]) -> list[Dat
     table = F.lower(F.expr(kind.source_table)) if kind.source_table else F.lit(None)
     kept, rejected = read(names[1]), read(names[3])
     kept = kept.select(
-        *labels, "_source_file", *_file_columns(kept), F.lit(False).alias("quarantined"),
+        *labels, "_source_file", *file_columns(kept), F.lit(False).alias("quarantined"),
         (~landing.is_onboarded(kind, onboarded)).alias("held"), table.cast("string").alias("source_table"),
     )
-    rejected = rejected.select(*labels, "_source_file", *_file_columns(rejected), F.lit(True).alias("quarantined"),
+    rejected = rejected.select(*labels, "_source_file", *file_columns(rejected), F.lit(True).alias("quarantined"),
                                F.lit(False).alias("held"), F.lit(None).cast("string").alias("source_table"))
     return [kept, rejected]
 
-
-def _file_columns(table: DataFrame) -> list:
-    """A bronze table written before files' sizes were kept has none: NULL."""
-    types = {"_file_size": "long", "_file_modified_at": "timestamp"}
-    return [F.col(c) if c in table.columns else F.lit(None).cast(types[c]).alias(c) for c in FILE_COLUMNS]
 
 
 def not_onboarded_warnings(summary: DataFrame) -> list[str]:

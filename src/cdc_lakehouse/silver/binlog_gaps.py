@@ -79,7 +79,7 @@ def held_by_gaps(txns: DataFrame, events: DataFrame) -> DataFrame:
         & (F.col("end_lsn").isNull() | (F.col("gap_lsn") <= F.col("end_lsn")))
     )
     notes = inside.groupBy("server_id", "begin_lsn").agg(
-        F.concat_ws("; ", F.array_sort(F.collect_set("note"))).alias("__notes")
+        ql.joined_notes().alias("__notes")
     )
     held = F.col("__notes").isNotNull() & (F.col("status") != "rolled_back")
     return (

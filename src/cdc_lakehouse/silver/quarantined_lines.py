@@ -32,6 +32,11 @@ def members(patterns: Patterns) -> dict[str, Column]:
     }
 
 
+def joined_notes(note: str = "note") -> Column:
+    """The distinct notes of a group, sorted, as one text: what a held transaction names."""
+    return F.concat_ws("; ", F.array_sort(F.collect_set(note)))
+
+
 def note() -> Column:
     """What a held transaction names: the quarantined line and its reason."""
     return F.concat(F.lit("quarantined line "), F.col("_line").cast("string"), F.lit(" of "),

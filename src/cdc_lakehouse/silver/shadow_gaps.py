@@ -46,7 +46,7 @@ def outstanding(quarantined: DataFrame, changes: DataFrame, onboarded: list[str]
     match = (F.col("q.txn_id") == F.col("c.txn_id")) & F.col("q.schema").eqNullSafe(F.col("c.schema")) \
         & F.col("q.table").eqNullSafe(F.col("c.table")) & told & corrected
     left = lines.alias("q").join(candidates.alias("c"), match, "left_anti")
-    return left.groupBy("txn_id").agg(F.concat_ws("; ", F.array_sort(F.collect_set("note"))).alias("held_because"))
+    return left.groupBy("txn_id").agg(ql.joined_notes().alias("held_because"))
 
 
 def located(quarantined: DataFrame) -> DataFrame:
