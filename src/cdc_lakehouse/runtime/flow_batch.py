@@ -39,6 +39,7 @@ class FlowBatch:
         self.view_refresh = None  # partition_refresh.ViewRefresh of a view refreshed by partition
         self.state = None  # flow_state.DeltaFlowState of a query or append flow
         self._listings: dict[tuple[str, str], list[str]] = {}
+        self._compared: dict[str, tuple[str, int]] = {}  # file_identity.compare of seen files
 
     @property
     def store(self):
@@ -201,7 +202,10 @@ class FlowBatch:
         starts = {}
         for f in listed:
             if f in seen:
-                kind, start = file_identity.compare(f, seen[f])
+                # The quiet check and the read of one batch ask alike: each file is read once.
+                if f not in self._compared:
+                    self._compared[f] = file_identity.compare(f, seen[f])
+                kind, start = self._compared[f]
                 if kind == file_identity.GROWN:
                     starts[f] = start
         files = file_source.settled([f for f in listed if f not in seen or f in starts])
