@@ -39,3 +39,11 @@ def set_current(state: FlowState | None):
 
 def reset_current(token) -> None:
     _current.reset(token)
+
+
+def planned_per_batch() -> bool:
+    """Whether the running flow's query is planned for this one batch (the local runtime), so a
+    decision taken from what its sources hold now (say, "no quarantined line to hold anything")
+    holds for all it reads. A streaming query (Databricks) is planned once for every batch to
+    come: it must keep the general plan."""
+    return current() is not None

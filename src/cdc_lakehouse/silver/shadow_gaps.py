@@ -10,8 +10,9 @@ shows it ``incomplete``, naming the line (``held_because``). Once the corrected 
 transaction row counts again and the transaction is applied whole.
 
 Cost: the accepted change rows of the transactions with a quarantined line are looked up in
-bronze; with no quarantined line that names a transaction, the lookup has an empty side, which
-adaptive execution (on in the local runtime, and on Databricks) skips without scanning bronze.
+bronze. With no quarantined line that names a transaction, the local runtime finds so in one
+small job and holds nothing without planning the lookup; on Databricks the lookup has an empty
+side, which adaptive execution skips without scanning bronze.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse import flow_state
 from cdc_lakehouse.bronze.fields import utc_timestamp
 from cdc_lakehouse.bronze.kinds import SHADOW_CHANGES
 from cdc_lakehouse.silver import keys
@@ -37,6 +39,10 @@ def outstanding(quarantined: DataFrame, changes: DataFrame, onboarded: list[str]
     ``onboarded`` table (``schema.table``, lower case) that no accepted change row of ``changes``
     (bronze) corrects."""
     lines = located(quarantined).filter(F.lower(F.concat_ws(".", "schema", "table")).isin(onboarded or [""]))
+    if flow_state.planned_per_batch() and lines.isEmpty():
+        # Nothing to hold: an empty local relation, which Spark's optimizer drops from the joins
+        # that use it (without_held, marked) before anything runs.
+        return quarantined.sparkSession.createDataFrame([], "txn_id string, held_because string")
     candidates = changes.join(F.broadcast(lines.select("txn_id").distinct()), "txn_id", "left_semi") \
         .withColumn("key", keys.from_json_object(F.col("key")))
     corrected = F.lit(True)
