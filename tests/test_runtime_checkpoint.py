@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from cdc_lakehouse.runtime.checkpoint import COMPACT_EVERY, SEEN, FlowCheckpoint
+import pytest
+
+from cdc_lakehouse.runtime.checkpoint import COMPACT_EVERY, SEEN, ConcurrentPlan, FlowCheckpoint
 
 LANDING, OTHER = "files:/landing/a", "files:/landing/b"
 
@@ -45,3 +47,15 @@ def test_the_compacted_list_says_what_every_plan_says(tmp_path):
     assert checkpoint.files_seen(5) == _every_plan(checkpoint, 5)
     checkpoint.reset()
     assert checkpoint.files_seen(0) == {}
+
+
+def test_a_batch_planned_by_a_racing_update_is_not_planned_again(tmp_path):
+    """Two updates on one lake past its lock (issue 41 case 2) both open batch 0 of a flow:
+    the first plan stands, the second update stops before it reads or writes anything."""
+    first, second = FlowCheckpoint(tmp_path, "bronze.readings"), FlowCheckpoint(tmp_path, "bronze.readings")
+    first.write_offsets(0, {"definition": "d", "plan": "first"}, new=True)
+    with pytest.raises(ConcurrentPlan, match="another update planned batch 0 of flow bronze.readings"):
+        second.write_offsets(0, {"definition": "d", "plan": "second"}, new=True)
+    assert second.offsets(0)["plan"] == "first"
+    second.write_offsets(0, {"definition": "d", "plan": "replayed"})  # a re-run of a planned batch rewrites it
+    assert first.offsets(0)["plan"] == "replayed" and not list(first.offsets_dir.glob(".*"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from cdc_lakehouse.storage import Commit, DeltaRsStore, UpsertSpec
+import pytest
+
+from cdc_lakehouse.storage import Commit, ConcurrentCommit, DeltaRsStore, UpsertSpec
 
 
 def test_a_merge_that_changes_nothing_still_records_the_writers_version(spark, tmp_path):
@@ -15,3 +17,36 @@ def test_a_merge_that_changes_nothing_still_records_the_writers_version(spark, t
     store.upsert("s.t", spark.createDataFrame([], "k long, v string"), spec, Commit("flow", 1))
     assert store.committed_version("s.t", "flow") == 1
     assert store.read("s.t").collect() == [(1, "a")]
+
+
+def _racing_append(spark, lake, table: str, commit: Commit):
+    """A commit hook: just before the store commits, another writer commits the same batch."""
+    other = DeltaRsStore(spark, lake)
+
+    def hook(stage: str, name: str) -> None:
+        if stage == "before" and name == table:
+            other.append(table, spark.createDataFrame([(1, "a")], "k long, v string"), commit)
+    return hook
+
+
+def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(spark, tmp_path):
+    """Two updates on one lake past its lock (issue 41 case 2): whichever commits the batch
+    first wins; the other stops with a clear error, and the table has the batch once."""
+    store = DeltaRsStore(spark, tmp_path)
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.append("s.t", rows, Commit("flow", 0))
+    store.commit_hook = _racing_append(spark, tmp_path, "s.t", Commit("flow", 1))
+    with pytest.raises(ConcurrentCommit, match="batch 1 of flow: two updates ran on the lake at once"):
+        store.append("s.t", rows, Commit("flow", 1))
+    assert store.read("s.t").count() == 2 and store.committed_version("s.t", "flow") == 1
+    store.commit_hook = None
+    store.append("s.t", rows, Commit("flow", 1))  # a writer that comes after: the batch is in, nothing written
+    assert store.read("s.t").count() == 2
+
+
+def test_a_table_created_by_a_racing_writer_is_not_appended_to(spark, tmp_path):
+    store = DeltaRsStore(spark, tmp_path)
+    store.commit_hook = _racing_append(spark, tmp_path, "s.t", Commit("flow", 0))
+    with pytest.raises(ConcurrentCommit):
+        store.append("s.t", spark.createDataFrame([(1, "a")], "k long, v string"), Commit("flow", 0))
+    assert store.read("s.t").count() == 1

@@ -242,10 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one clear line for the user; the traceback helps nobody here
         from cdc_lakehouse.config import OnboardingError
         from cdc_lakehouse.runtime.graph import PipelineDefinitionError
+        from cdc_lakehouse.runtime.checkpoint import ConcurrentPlan
         from cdc_lakehouse.runtime.lake_lock import LakeLocked
         from cdc_lakehouse.silver.declared_types import DeclaredSchemaError
+        from cdc_lakehouse.storage import ConcurrentCommit
 
-        clear = (OnboardingError, PipelineDefinitionError, DeclaredSchemaError, LakeLocked, LookupError)
+        clear = (OnboardingError, PipelineDefinitionError, DeclaredSchemaError, LakeLocked, ConcurrentPlan,
+                 ConcurrentCommit, LookupError)
         if isinstance(exc, clear):
             console.print(f"[red]error:[/red] {exc}")
             return 2

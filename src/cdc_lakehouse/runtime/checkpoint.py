@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 
@@ -18,6 +19,15 @@ KEEPS_STATE = "keeps_state"  # the flow keeps state between batches (runtime/flo
 CONFIRMED = "confirmed.json"  # a definition under which the last plan's sources had nothing new
 SEEN = "files_seen.json"  # the files planned by a flow's batches up to one, per file source
 COMPACT_EVERY = 10
+
+
+class ConcurrentPlan(RuntimeError):
+    """Another update planned the same batch of a flow: two updates ran on one lake at once."""
+
+    def __init__(self, flow: str, batch: int):
+        super().__init__(f"another update planned batch {batch} of flow {flow} at the same time: two updates "
+                         "ran on the lake at once; this one stops before writing anything (run it again "
+                         "once the other has ended)")
 
 
 class FlowCheckpoint:
@@ -39,9 +49,18 @@ class FlowCheckpoint:
             return {}
         return json.loads((self.offsets_dir / f"{batch}.json").read_text())
 
-    def write_offsets(self, batch: int, offsets: dict) -> None:
-        """Atomic: a crash leaves either no plan or the whole plan."""
-        _write_json(self.offsets_dir / f"{batch}.json", offsets)
+    def write_offsets(self, batch: int, offsets: dict, new: bool = False) -> None:
+        """Atomic: a crash leaves either no plan or the whole plan. A ``new`` plan is only
+        written where there is none: Spark's offset log does the same, so that of two updates
+        racing on one lake (past its lock) only one plans a batch, and the other stops."""
+        path = self.offsets_dir / f"{batch}.json"
+        if not new:
+            _write_json(path, offsets)
+            return
+        try:
+            _write_json(path, offsets, exclusive=True)
+        except FileExistsError:
+            raise ConcurrentPlan(self.dir.name, batch) from None
 
     def refresh(self) -> dict:
         """What the last completed refresh of a materialized view recorded (unchanged_views.py)."""
@@ -103,8 +122,15 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_json(path: Path, data: dict, exclusive: bool = False) -> None:
+    """Written whole or not at all; ``exclusive``: only where no file is (else FileExistsError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp"
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"  # one per writer
     tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        if exclusive:
+            os.link(tmp, path)  # atomic, and fails where a file exists (os.replace would replace it)
+        else:
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -89,7 +89,7 @@ class FlowBatch:
     def commit_plan(self) -> None:
         # A view's refresh overwrites it from its input as of now, so a re-run plans afresh.
         if self.view_refresh is not None or (self.streaming and not self.replay):
-            self.checkpoint.write_offsets(self.id, {**self.offsets, DEFINITION: self.definition})
+            self.checkpoint.write_offsets(self.id, {**self.offsets, DEFINITION: self.definition}, new=not self.replay)
 
     def quiet(self) -> bool:
         """Whether every source the last batch read has nothing new, and the flow is defined as

@@ -21,6 +21,17 @@ class Commit:
     version: int
 
 
+class ConcurrentCommit(RuntimeError):
+    """Another writer committed to the table while this one wrote the same batch: two updates
+    of one lake ran at once (past its lock: runtime/lake_lock.py). Delta took the other's commit
+    and refused this one, so nothing is in twice; the update stops here."""
+
+    def __init__(self, table: str, commit: Commit):
+        super().__init__(f"another writer committed to {table} while this update wrote batch {commit.version} "
+                         f"of {commit.app_id}: two updates ran on the lake at once; this one stops, and "
+                         "nothing was written twice (run the update again once the other has ended)")
+
+
 @dataclass(frozen=True)
 class UpsertSpec:
     """A keyed MERGE: matched rows are updated (or deleted when ``delete_flag`` is true),

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
-from cdc_lakehouse.storage.base import Commit, TableInfo, UpsertSpec
+from cdc_lakehouse.storage.base import Commit, ConcurrentCommit, TableInfo, UpsertSpec
 from cdc_lakehouse.paths import glob_literal, local_path
 
 DEFAULT_SCHEMA = "default"
@@ -182,9 +182,31 @@ class DeltaRsStore:
     def _write_arrow(self, name, data: pa.Table | pa.RecordBatchReader, mode, commit, partition_by=None, properties=None, comment=None):
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        # An append of a writer's batch is checked and committed on one snapshot: a batch already
+        # in is not written again, and Delta refuses a commit of the same batch made by a writer
+        # racing this one since (two updates on one lake: issue 41 case 2). Without a table yet,
+        # it is created only if no racing writer created it first.
+        guarded = commit is not None and mode == "append"
+        snapshot = self._table(name) if guarded else None
+        if snapshot is not None and (snapshot.transaction_version(commit.app_id) or -1) >= commit.version:
+            return
+        creates = guarded and snapshot is None
         self._around_commit("before", name)
+        try:
+            self._commit_arrow(snapshot or str(path), data, "error" if creates else mode, commit,
+                               partition_by, properties, comment)
+        except DeltaError as exc:
+            raced = isinstance(exc, CommitFailedError) or (creates and self.exists(name))
+            if not (guarded and raced):
+                raise
+            raise ConcurrentCommit(name, commit) from exc
+        self._around_commit("after", name)
+        self._set_properties(name, properties)
+
+    @staticmethod
+    def _commit_arrow(table: DeltaTable | str, data, mode, commit, partition_by, properties, comment) -> None:
         write_deltalake(
-            str(path),
+            table,
             data,
             mode=mode,
             partition_by=partition_by or None,
@@ -193,8 +215,6 @@ class DeltaRsStore:
             description=comment,
             commit_properties=_commit_properties(commit),
         )
-        self._around_commit("after", name)
-        self._set_properties(name, properties)
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
