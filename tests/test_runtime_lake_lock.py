@@ -4,6 +4,8 @@ ingest each landing line once (issue 41 case 2)."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,9 +16,8 @@ import pytest
 import held_steps
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.runtime.lake_lock import LakeLocked, lake_lock
-from cdc_lakehouse.runtime.loader import load_pipeline
-from cdc_lakehouse.runtime.runner import PipelineRunner, pipeline_configuration, run_pipeline
-from cdc_lakehouse.storage import ConcurrentCommit, DeltaRsStore
+from cdc_lakehouse.runtime.runner import run_pipeline
+from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
 from silver_support import onboarding_for
 
@@ -66,25 +67,52 @@ def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
         pass
 
 
+RACER = """
+import json, sys
+from pathlib import Path
+from cdc_lakehouse.runtime.loader import load_pipeline
+from cdc_lakehouse.runtime.runner import PipelineRunner, pipeline_configuration
+from cdc_lakehouse.runtime.session import get_spark
+from cdc_lakehouse.storage import ConcurrentCommit, DeltaRsStore
+
+lake, config, sources, table = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+
+def pause(stage, name):  # just before its first commit to the table, until the test says go on
+    if stage == "before" and name == table:
+        print("committing", flush=True)
+        sys.stdin.readline()
+
+spark = get_spark("racer")
+with pipeline_configuration(spark, config):  # without the lake's lock: as on another machine
+    graph = load_pipeline(spark, sources)
+    try:
+        PipelineRunner(spark, DeltaRsStore(spark, lake, commit_hook=pause), graph, lake, config).run()
+    except ConcurrentCommit as refused:
+        print(refused, flush=True)
+        sys.exit(3)
+"""
+
+
 def test_two_updates_racing_past_the_lock_ingest_each_line_once(spark, tmp_path):
     """The lock does not cover a lake shared by two machines. There, an update that starts while
-    another is between planning and committing a bronze batch re-runs that planned batch; the
-    one that commits second is refused by Delta and stops, and bronze has every line once."""
+    another process is between planning and committing a bronze batch re-runs that planned batch;
+    the process that commits second is refused by Delta and stops, and bronze has every line once."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "shop" / "binlog" / "1.jsonl", held_steps.transaction(100, [(1, "ann"), (2, "bob")]))
     config = {"cdc_lakehouse.landing_path": str(landing),
               "cdc_lakehouse.onboarding_file": str(onboarding_for(tmp_path, {"shop"}))}
     bronze = [str(REPO / "src" / "bronze" / "**" / "*.py")]
-    with pipeline_configuration(spark, config):
-        other = load_pipeline(spark, bronze)
-    raced = []
-
-    def other_update_runs(stage: str, table: str) -> None:  # just before the first update commits
-        if stage == "before" and table == EVENTS and not raced:
-            raced.append(PipelineRunner(spark, DeltaRsStore(spark, lake), other, lake, config).run())
-
-    with pytest.raises(ConcurrentCommit, match=f"committed to {EVENTS} while this update wrote batch 0"):
-        run_pipeline(spark, bronze, lake, config, store=DeltaRsStore(spark, lake, commit_hook=other_update_runs))
-    assert raced and DeltaRsStore(spark, lake).read(EVENTS).count() == 4
+    racer = subprocess.Popen([sys.executable, "-c", RACER, str(lake), json.dumps(config), json.dumps(bronze), EVENTS],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    try:
+        assert racer.stdout.readline().strip() == "committing"
+        run_pipeline(spark, bronze, lake, config)  # commits the batch the racer planned
+        out, _ = racer.communicate("go on\n", timeout=300)
+    finally:
+        racer.kill()
+    assert racer.returncode == 3 and f"committed to {EVENTS} while this update wrote batch 0" in out
+    store = DeltaRsStore(spark, lake)
+    assert store.read(EVENTS).count() == 4 and store.read(f"{EVENTS}_quarantine").count() == 0  # 4 lines landed
     run_pipeline(spark, bronze, lake, config)  # the next update: nothing left to ingest
     assert DeltaRsStore(spark, lake).read(EVENTS).count() == 4
