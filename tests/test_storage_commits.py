@@ -44,6 +44,15 @@ def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(spark, tmp_pa
     assert store.read("s.t").count() == 2
 
 
+def test_a_first_batch_already_in_is_not_appended_again(spark, tmp_path):
+    """Batch 0 counts as in like any other (its version, 0, is no absence of one)."""
+    store = DeltaRsStore(spark, tmp_path)
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.append("s.t", rows, Commit("flow", 0))
+    store.append("s.t", rows, Commit("flow", 0))
+    assert store.read("s.t").count() == 1
+
+
 def test_a_table_created_by_a_racing_writer_is_not_appended_to(spark, tmp_path):
     store = DeltaRsStore(spark, tmp_path)
     store.commit_hook = _racing_append(spark, tmp_path, "s.t", Commit("flow", 0))

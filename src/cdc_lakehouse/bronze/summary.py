@@ -28,8 +28,8 @@ def landing_summary(read, settings) -> DataFrame:
     """One row per bronze table: ``source``, ``bronze_table``, ``rows``, ``files``, ``kind``,
     ``quarantine_table``, ``quarantined_rows``, ``not_onboarded_rows``, ``not_onboarded_tables``
     (their ``schema.table`` names) and ``note`` (null); then one row per landing folder no flow
-    reads, and one per landing file that changed after bronze read it, with the reason in ``note``. ``read(name)`` reads a bronze table
-    (``dlt.read`` in a pipeline)."""
+    reads, and one per landing file that changed after bronze read it, with the reason in
+    ``note``. ``read(name)`` reads a bronze table (``dlt.read`` in a pipeline)."""
     tables = [_names(settings.bronze, source, kind) for source, kind in landing_kinds(settings.onboarding)]
     lines = [
         part
@@ -110,7 +110,6 @@ def _lines(read, names: tuple[str, ...], kind, onboarded: list[str]) -> list[Dat
     rejected = rejected.select(*labels, "_source_file", *file_columns(rejected), F.lit(True).alias("quarantined"),
                                F.lit(False).alias("held"), F.lit(None).cast("string").alias("source_table"))
     return [kept, rejected]
-
 
 
 def not_onboarded_warnings(summary: DataFrame) -> list[str]:

@@ -14,8 +14,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
-from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
+from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD, with_release

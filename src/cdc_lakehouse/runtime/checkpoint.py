@@ -53,12 +53,8 @@ class FlowCheckpoint:
         """Atomic: a crash leaves either no plan or the whole plan. A ``new`` plan is only
         written where there is none: Spark's offset log does the same, so that of two updates
         racing on one lake (past its lock) only one plans a batch, and the other stops."""
-        path = self.offsets_dir / f"{batch}.json"
-        if not new:
-            _write_json(path, offsets)
-            return
         try:
-            _write_json(path, offsets, exclusive=True)
+            _write_json(self.offsets_dir / f"{batch}.json", offsets, exclusive=new)
         except FileExistsError:
             raise ConcurrentPlan(self.dir.name, batch) from None
 

@@ -188,7 +188,7 @@ class DeltaRsStore:
         # it is created only if no racing writer created it first.
         guarded = commit is not None and mode == "append"
         snapshot = self._table(name) if guarded else None
-        if snapshot is not None and (snapshot.transaction_version(commit.app_id) or -1) >= commit.version:
+        if snapshot is not None and _holds(snapshot, commit):
             return
         creates = guarded and snapshot is None
         self._around_commit("before", name)
@@ -301,6 +301,12 @@ def _creation(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns
+
+
+def _holds(table: DeltaTable, commit: Commit) -> bool:
+    """Whether the snapshot has the writer's batch (its version, or a later one) in."""
+    version = table.transaction_version(commit.app_id)
+    return version is not None and version >= commit.version
 
 
 def _commit_properties(commit: Commit | None) -> CommitProperties | None:
