@@ -89,6 +89,7 @@ def test_apply_changes_args(demo):
         "stored_as_scd_type": 1,
         "ignore_null_updates": False,
         "apply_as_deletes": "__op = 'DELETE'",
+        "apply_as_truncates": "__op = 'TRUNCATE'",  # the change stream's (silver/truncates.py)
         "except_column_list": ["__op", "__sequence", "__commit_ts", "__txn_id"],
     }
     history = customers.apply_changes_args(2)

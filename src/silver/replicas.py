@@ -5,7 +5,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, PipelineSettings
 from cdc_lakehouse.silver.declared_types import declared_table
-from cdc_lakehouse.silver.replica_input import replica_changes
+from cdc_lakehouse.silver.replica_input import history_changes, replica_changes
 
 settings = PipelineSettings.from_spark(spark)
 
@@ -14,13 +14,14 @@ def define_replica(flow) -> None:
     view = f"{flow.source}_{flow.schema_name}_{flow.table_name}_changes"
     declared = declared_table(flow)  # read here: a bad schema file fails the update at once
 
+    changes = f"{settings.silver}.{flow.source}_changes"
+    of_table = (F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name)
+    typing = dict(column_filters=flow.column_filters, declared=declared,
+                  table=f"flow {flow.data_flow_id} ({flow.qualified_table})", keys=flow.keys)
+
     @dlt.view(name=view, comment=f"Typed net changes of {flow.qualified_table} from {flow.source}.")
     def table_changes():
-        changes = dlt.read_stream(f"{settings.silver}.{flow.source}_changes").filter(
-            (F.col("schema") == flow.schema_name) & (F.col("table") == flow.table_name)
-        )
-        named = f"flow {flow.data_flow_id} ({flow.qualified_table})"
-        return replica_changes(changes, flow.column_filters, declared, named, flow.keys)
+        return replica_changes(dlt.read_stream(changes).filter(of_table), **typing)
 
     replica = f"{settings.silver}.{flow.silver_table}"
     dlt.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",
@@ -30,7 +31,14 @@ def define_replica(flow) -> None:
         history = f"{settings.silver}.{flow.scd2_table}"
         dlt.create_streaming_table(history, comment=f"History (SCD2) of {flow.qualified_table} at {flow.source}.",
                                    table_properties={"quality": "silver"})
-        dlt.create_auto_cdc_flow(target=history, source=view, **flow.apply_changes_args(2))
+        history_view = f"{view}_for_history"
+
+        @dlt.view(name=history_view, comment=f"The typed changes of {flow.qualified_table}, each TRUNCATE as "
+                  "DELETEs of the rows it removed (AUTO CDC cannot truncate SCD2).")
+        def table_history_changes():
+            return history_changes(dlt.read_stream(view), dlt.read(changes).filter(of_table), **typing)
+
+        dlt.create_auto_cdc_flow(target=history, source=history_view, **flow.apply_changes_args(2))
 
 
 for flow in settings.onboarding.flows:

@@ -99,13 +99,14 @@ def _as_column(expr: str | Column) -> Column:
 # -- preparing a batch ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchFacts:
-    """What one pass over a prepared batch finds: its rows, the range of its first key, and
-    whether two of its changes share a key and a sequence value."""
+    """What one pass over a prepared batch finds: its rows, the range of its first key,
+    whether two of its changes share a key and a sequence value, and how many truncates it has."""
 
     rows: int
     low: object
     high: object
     clashes: bool = False
+    truncates: int = 0
 
 
 def prepare_changes(changes: DataFrame, spec: CdcSpec) -> tuple[DataFrame, list[str], BatchFacts]:
@@ -151,12 +152,14 @@ def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:
         F.max(F.when(not_truncate, F.col(keys[0]))).alias("high"),
         F.count(F.when(not_truncate, F.lit(1))).alias("rows"),
         F.count_distinct(F.when(not_truncate, F.struct(*keys, SEQ))).alias("pairs"),
+        F.count_if(F.col(TRUNCATE)).alias("truncates"),
     ).first()
     if found["null_seq"]:
         raise CdcInputError(f"{found['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
     if found["null_key"]:
         raise CdcInputError(f"{found['null_key']} change row(s) have a NULL key in {keys}")
-    return BatchFacts(int(found["rows"]), found["low"], found["high"], found["pairs"] < found["rows"])
+    return BatchFacts(int(found["rows"]), found["low"], found["high"], found["pairs"] < found["rows"],
+                      int(found["truncates"]))
 
 
 def distinct_events(prepared: DataFrame, keys: list[str], facts: BatchFacts | None = None) -> DataFrame:
@@ -192,7 +195,8 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     state_name = state_table_name(target)
     state = store.read(state_name) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys, facts)
-    truncates = spec.apply_as_truncates is not None
+    # Only a batch with a truncate reads the whole state (every key it may delete).
+    truncates = spec.apply_as_truncates is not None and facts.truncates > 0
     if truncates:
         events = events.unionByName(_truncate_deletes(prepared, state, spec, data))
     latest = latest_per_key(events, spec.keys)
@@ -280,12 +284,13 @@ def _state_rows(effective: DataFrame, keys: list[str]) -> DataFrame:
 
 
 def _truncate_deletes(prepared: DataFrame, state: DataFrame | None, spec: CdcSpec, data: list[str]) -> DataFrame:
-    """A truncate at sequence T deletes every row last changed before T."""
+    """A truncate at sequence T deletes every row last changed before T: the rows of the state
+    and those the batch itself changed before it."""
     truncate_at = prepared.filter(F.col(TRUNCATE)).agg(F.max(SEQ).alias("__t"))
-    empty = prepared.limit(0).filter(~F.col(TRUNCATE))
-    if state is None:
-        return empty
-    doomed = state.filter(~F.col(DELETED)).crossJoin(truncate_at).filter(F.col(SEQ) < F.col("__t"))
+    changed = prepared.filter(~F.col(TRUNCATE)).select(*spec.keys, SEQ)
+    if state is not None:
+        changed = changed.unionByName(state.filter(~F.col(DELETED)).select(*spec.keys, SEQ))
+    doomed = changed.crossJoin(truncate_at).filter(F.col(SEQ) < F.col("__t")).select(*spec.keys, "__t").distinct()
     others = [F.lit(None).cast(prepared.schema[c].dataType).alias(c) for c in data if c not in spec.keys]
     return doomed.select(
         *spec.keys, *others, F.col("__t").alias(SEQ), F.lit(True).alias(DELETE), F.lit(False).alias(TRUNCATE)

@@ -161,6 +161,11 @@ class SourceDetails(_Strict):
         return value
 
 
+# The change stream's TRUNCATE of a table (silver/truncates.py), as the SCD1 replicas apply it
+# when the flow names no apply_as_truncates of its own.
+CHANGE_STREAM_TRUNCATES = "__op = 'TRUNCATE'"
+
+
 class CdcApplyChanges(_Strict):
     """dlt-meta ``silver_cdc_apply_changes``: the APPLY CHANGES arguments."""
 
@@ -375,7 +380,7 @@ class DataFlow(_Strict):
             "except_column_list": self.except_column_list or None,
         }
         if stored_as_scd_type == 1:
-            args["apply_as_truncates"] = self.apply_as_truncates
+            args["apply_as_truncates"] = self.apply_as_truncates or CHANGE_STREAM_TRUNCATES
         else:
             args["track_history_column_list"] = self.track_history_column_list
             args["track_history_except_column_list"] = self.track_history_except_column_list

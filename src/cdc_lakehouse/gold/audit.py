@@ -26,6 +26,7 @@ def watermarks(read, settings) -> DataFrame:
 
 # gold.audit_log is applied with AUTO CDC: one row per transaction and row, its latest recording.
 AUDIT_KEYS = ["txn_id", "source", "schema", "table", "key"]
+WHOLE_TABLE = "{}"  # the key of a TRUNCATE's audit row: no key, every row (AUTO CDC keys are never NULL)
 
 
 def audit_log(read, settings) -> DataFrame:
@@ -63,7 +64,8 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
         images.column_names(F.col("changed_columns"), filters).alias("__changed"),
     )
     return with_images.select(
-        "source", "schema", "table", F.lit(gold_table).alias("gold_table"), "key",
+        "source", "schema", "table", F.lit(gold_table).alias("gold_table"),
+        F.coalesce("key", F.lit(WHOLE_TABLE)).alias("key"),
         images.key_image(F.col("key"), filters).alias("key_values"),
         op.alias("operation"), "commit_ts", "txn_id", "sequence", "user", "role",
         F.col("__changed").alias("changed_columns"),

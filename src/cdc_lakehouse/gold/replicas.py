@@ -1,6 +1,7 @@
 """Gold replicas: a source table's rows at a commit point, built from the change stream.
 
-Per key, the last change at or before the commit point wins (a DELETE removes the row), with
+Per key, the last change at or before the commit point wins (a DELETE removes the row, a
+TRUNCATE every row last changed before it), with
 the flow's column filters and APPLY CHANGES column selection, so at the watermark a gold
 replica equals the silver SCD1 replica once silver has caught up, and at an earlier commit
 point it is the table as it was then.
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.gold.commit_point import at_point, commit_point
 from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
+from cdc_lakehouse.silver.truncates import TRUNCATE
 
 INTERNAL = ("__op", "__sequence", "__commit_ts", "__txn_id")
 
@@ -33,9 +35,14 @@ def replica_at(changes: DataFrame, flow, points: DataFrame) -> DataFrame:
     typed = typed_changes(at_point(changes, points, flow.source), flow)
     if not all(k in typed.columns for k in flow.keys):  # nothing changed yet: no columns known
         return typed.sparkSession.createDataFrame([], ", ".join(f"`{k}` STRING" for k in flow.keys))
+    truncated = F.col("__op") == TRUNCATE
     newest_first = Window.partitionBy(*flow.keys).orderBy(F.col("__sequence").desc())
-    latest = typed.withColumn("__rank", F.row_number().over(newest_first)).filter("__rank = 1")
-    return latest.filter(~_deleted(flow)).select(*replica_columns(flow, typed.columns))
+    latest = typed.filter(~truncated).withColumn("__rank", F.row_number().over(newest_first)).filter("__rank = 1")
+    # A row last changed before the table's latest truncate is gone.
+    last_truncate = typed.filter(truncated).agg(F.max("__sequence").alias("__truncated"))
+    kept = latest.crossJoin(last_truncate).filter(
+        F.col("__truncated").isNull() | (F.col("__sequence") > F.col("__truncated")))
+    return kept.filter(~_deleted(flow)).select(*replica_columns(flow, typed.columns))
 
 
 def replica_as_of(changes: DataFrame, flow, sequence) -> DataFrame:

@@ -30,12 +30,14 @@ from cdc_lakehouse.silver.replica_input import (
     APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_KEY_COLUMN, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
     change_rejection, with_misfits,
 )
+from cdc_lakehouse.silver.truncates import TRUNCATE
 
 INSERT_OF_EXISTING_KEY = "insert_of_existing_key"
 UPDATE_OF_MISSING_KEY = "update_of_missing_key"
 DELETE_OF_MISSING_KEY = "delete_of_missing_key"
 UNDECLARED_COLUMN = "undeclared_column"
 ROW_ID = ["source", "schema", "table", "key"]
+TABLE = ROW_ID[:3]
 
 ANOMALIES_COMMENT = (
     "One row per anomaly in the change stream of the source: an impossible pair of operations on one row "
@@ -102,15 +104,26 @@ def with_previous(changes: DataFrame, declared: Sequence[DeclaredTable] = (), ke
     checked = checked.withColumn("rejected", change_rejection(bool(declared), keys))
     applied = F.col("op").isin(*APPLIED_OPS) & F.col("rejected").isNull()
     # The last applied change before this one, in one pass: the others are skipped as NULLs.
-    mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id")))
+    mark = F.when(applied, F.struct(F.col("op").alias("op"), F.col("txn_id").alias("txn_id"), "sequence"))
     before = Window.partitionBy(*ROW_ID).orderBy("sequence", "txn_id").rowsBetween(Window.unboundedPreceding, -1)
-    previous = F.when(F.coalesce(applied, F.lit(False)), F.last(mark, ignorenulls=True).over(before))
+    last = F.last(mark, ignorenulls=True).over(before)
+    # A truncate of the table after that change removed the row.
+    truncate = F.array_max(F.filter("__truncates", lambda t: t["sequence"] < F.col("sequence")))
+    truncated = F.struct(F.lit(TRUNCATE).alias("op"), truncate["txn_id"].alias("txn_id"), truncate["sequence"].alias("sequence"))
+    previous = F.when(truncate.isNotNull() & (last.isNull() | (last["sequence"] < truncate["sequence"])), truncated).otherwise(last)
     return (
-        checked.withColumn("__previous", previous)
+        checked.join(F.broadcast(_truncates(changes)), TABLE, "left")
+        .withColumn("__previous", F.when(F.coalesce(applied, F.lit(False)), previous))
         .withColumn("previous_op", F.col("__previous.op"))
         .withColumn("previous_txn_id", F.col("__previous.txn_id"))
-        .drop("__previous")
+        .drop("__previous", "__truncates")
     )
+
+
+def _truncates(changes: DataFrame) -> DataFrame:
+    """Per table, its TRUNCATEs (``__truncates``: sequence and transaction of each)."""
+    truncates = changes.filter(F.col("op") == TRUNCATE).select(*TABLE, F.struct("sequence", "txn_id").alias("__t"))
+    return truncates.groupBy(*TABLE).agg(F.collect_set("__t").alias("__truncates"))
 
 
 def per_table(declared: Sequence[DeclaredTable], build: Callable[[DeclaredTable], Column]) -> Column:
@@ -147,8 +160,9 @@ def _previous() -> Column:
 
 
 def _missing_because() -> Column:
+    gone = F.when(F.col("previous_op") == TRUNCATE, F.lit("truncated")).otherwise(F.lit("deleted"))
     return F.when(F.col("previous_op").isNull(), F.lit("never inserted")).otherwise(
-        F.concat(F.lit("deleted in transaction "), F.col("previous_txn_id"))
+        F.concat(gone, F.lit(" in transaction "), F.col("previous_txn_id"))
     )
 
 

@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import arrivals, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.silver import shadow_changes, shadow_held
-from cdc_lakehouse.silver.binlog_changes import net_changes
+from cdc_lakehouse.silver import shadow_changes, shadow_held, truncates
+from cdc_lakehouse.silver.binlog_changes import TXN_COLUMNS, net_changes
 from cdc_lakehouse.silver.net_change import changed_columns
 
 
@@ -57,9 +57,13 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     events, txns = binlog_held.assemble(new_events, all_events, sessions)
     committed = txns.filter(F.col("status") == "committed")
     emitted = committed.join(binlog_held.touched(new_events, events), ["server_id", "begin_lsn"], "left_semi")
-    row_events = bt.row_events_in(events, emitted)
-    net = net_changes(row_events)
-    return to_change_stream(net, "binlog", binlog_sequence())
+    return to_change_stream(binlog_net_changes(events, emitted), "binlog", binlog_sequence())
+
+
+def binlog_net_changes(events: DataFrame, txns: DataFrame) -> DataFrame:
+    """The net changes of the committed ``txns``: of their row events, and their TRUNCATEs."""
+    net = net_changes(bt.row_events_in(events, txns))
+    return net.unionByName(truncates.binlog_truncates(events, txns, TXN_COLUMNS))
 
 
 def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
@@ -88,6 +92,6 @@ def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessi
     last = arrivals.last_arrivals(bt.with_begin(bt.with_lsn(all_events)), ["server_id", "begin_lsn"])
     last = last.join(committed.select("server_id", "begin_lsn", "end_lsn"), ["server_id", "begin_lsn"])
     done = arrivals.completed(new_events, last, ["server_id", "end_lsn"])
-    net = net_changes(bt.row_events_in(events, committed)).join(done, ["server_id", "end_lsn"])
+    net = binlog_net_changes(events, committed).join(done, ["server_id", "end_lsn"])
     return to_change_stream(net, "binlog", binlog_sequence())
 

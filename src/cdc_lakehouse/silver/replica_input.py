@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from cdc_lakehouse import flow_state
+
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, as_text, misfit_fields
 from cdc_lakehouse.silver.filters import apply_column_filters
+from cdc_lakehouse.silver.truncates import TRUNCATE, open_key_deletes
 from cdc_lakehouse.silver.typing import infer_row_schema, typed
 
 APPLIED_OPS = ("INSERT", "UPDATE", "DELETE")
@@ -55,12 +58,14 @@ def replica_keys(flows) -> Column:
 def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None,
               keys: Column | None = None) -> Column:
     """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply).
+    A TRUNCATE needs only its sequence.
     ``misfits``: the columns whose values do not fit their declared types (``with_misfits``);
     ``keys``: the replica's key columns (a change without one of them would fail the flow)."""
     is_object = F.json_object_keys(row).isNotNull()
     why = (
-        F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE), F.lit(UNKNOWN_OP))
+        F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE, TRUNCATE), F.lit(UNKNOWN_OP))
         .when(op == NO_CHANGE, F.lit(None))
+        .when(op == TRUNCATE, F.when(sequence.isNull() | sequence.getField("position").isNull(), F.lit(MISSING_SEQUENCE)))
         .when(~key_is_complete(key), F.lit(INCOMPLETE_KEY))
         .when(~has_key_columns(key, keys), F.lit(MISSING_KEY_COLUMN))
         # A delete needs no image (its key says which row), but a broken one would break typing.
@@ -107,8 +112,8 @@ def change_rejection(declared: bool = False, keys: Column | None = None) -> Colu
 
 
 def applies(declared: bool = False, keys: Column | None = None) -> Column:
-    """True for the changes a replica takes: INSERT, UPDATE or DELETE without a rejection."""
-    return F.col("op").isin(*APPLIED_OPS) & change_rejection(declared, keys).isNull()
+    """True for the changes a replica takes: INSERT, UPDATE, DELETE or TRUNCATE without a rejection."""
+    return F.col("op").isin(*APPLIED_OPS, TRUNCATE) & change_rejection(declared, keys).isNull()
 
 
 def key_object(key: Column) -> Column:
@@ -163,3 +168,20 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
         applied = applied.persist()
         schema = infer_row_schema(applied, also=KEY_OBJECT)
     return apply_column_filters(typed(applied, schema, fallback=KEY_OBJECT), column_filters)
+
+
+def history_changes(typed: DataFrame, history: DataFrame, column_filters=None, declared: DeclaredTable | None = None,
+                    table: str = "this table", keys: Sequence[str] = ()) -> DataFrame:
+    """``typed`` (``replica_changes``) for an SCD2 history, which AUTO CDC cannot truncate:
+    each TRUNCATE becomes DELETEs of the keys open at it, found in ``history``, the table's
+    change stream. The other arguments are ``replica_changes``'. Where the runtime plans each
+    batch anew, a batch without a truncate reads nothing more."""
+    truncated = typed.filter(F.col("__op") == TRUNCATE)
+    if flow_state.planned_per_batch() and truncated.isEmpty():
+        return typed
+    sequences = truncated.select(F.col("__sequence").alias("sequence"))
+    deletes = replica_changes(open_key_deletes(sequences, history), column_filters, declared, table, keys)
+    aligned = deletes.select(*[
+        (F.col(f.name) if f.name in deletes.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in typed.schema.fields])
+    return typed.filter(F.col("__op") != TRUNCATE).unionByName(aligned)

@@ -1,0 +1,76 @@
+"""TRUNCATE TABLE in the change stream, and what the replicas make of it.
+
+A committed binlog ``ddl`` event whose statement truncates a table becomes one change-stream
+row of its own: op ``TRUNCATE``, no key and no images, at its transaction's sequence. The SCD1
+replicas apply it with AUTO CDC's ``apply_as_truncates``: every row last changed before it goes.
+AUTO CDC has no truncate for SCD2, so the history takes a DELETE at the truncate's sequence of
+each key the change stream shows open there (``open_key_deletes``): the open versions close at it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+TRUNCATE = "TRUNCATE"
+# TRUNCATE [TABLE] name (MySQL/MariaDB); comments may precede it.
+_TRUNCATE_STATEMENT = r"(?is)^\s*(/\*.*?\*/\s*)*TRUNCATE\b"
+
+
+def is_truncate(query: Column) -> Column:
+    return F.coalesce(query.rlike(_TRUNCATE_STATEMENT), F.lit(False))
+
+
+def binlog_truncates(events: DataFrame, txns: DataFrame, txn_columns: list[str]) -> DataFrame:
+    """The TRUNCATE changes of the committed ``txns`` (with ``begin_lsn``), in the shape of
+    ``binlog_changes.net_changes``. A ddl event is a transaction of its own: it begins there."""
+    ddl = events.filter((F.col("type") == "ddl") & is_truncate(F.col("query"))).select(
+        "server_id", F.col("lsn").alias("begin_lsn"), "schema", "table")
+    return txns.join(ddl, ["server_id", "begin_lsn"]).select(
+        *txn_columns, "schema", "table",
+        F.lit(None).cast("string").alias("key"),
+        F.lit(TRUNCATE).alias("op"),
+        F.lit(None).cast("string").alias("row"),
+        F.lit(None).cast("string").alias("before"),
+        F.array().cast("array<string>").alias("anomalies"),
+        F.lit(1).cast("long").alias("op_count"),
+        F.col("end_lsn").alias("sequence"),
+    )
+
+
+def open_key_deletes(sequences: DataFrame, history: DataFrame) -> DataFrame:
+    """For each TRUNCATE of ``history`` (the change stream of a table) at one of ``sequences``
+    (column ``sequence``), a DELETE at its sequence and in its transaction of every key open
+    there: the key's last change before it, and after the table's previous truncate, is no
+    DELETE. Change-stream rows. ``sequences`` may be a stream (Databricks): the keys are found
+    on the static side, which it joins."""
+    return sequences.dropDuplicates(["sequence"]).join(_open_keys(history), "sequence")
+
+
+def _open_keys(history: DataFrame) -> DataFrame:
+    table = ["source", "schema", "table"]
+    at = history.filter(F.col("op") == TRUNCATE).select(
+        *table, F.col("sequence").alias("__at"),
+        *[F.col(c).alias(f"__t_{c}") for c in ("txn_id", "commit_ts", "user", "role", "origin")])
+    keyed = history.filter(F.col("op").isin("INSERT", "UPDATE", "DELETE", TRUNCATE)).select(
+        *table, "key", "op", "sequence")
+    before = keyed.join(at, table).filter(F.col("sequence") < F.col("__at"))
+    # Per truncate, the latest earlier truncate of the table: keys last changed before it are gone.
+    gone_at = before.filter(F.col("op") == TRUNCATE).groupBy(*table, "__at").agg(F.max("sequence").alias("__gone"))
+    latest = Window.partitionBy(*table, "__at", "key").orderBy(F.col("sequence").desc())
+    last = (before.filter(F.col("op") != TRUNCATE)
+            .withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
+            .join(gone_at, [*table, "__at"], "left"))
+    still_open = (F.col("op") != "DELETE") & (F.col("__gone").isNull() | (F.col("sequence") > F.col("__gone")))
+    return last.filter(still_open).select(
+        *table, "key",
+        F.lit("DELETE").alias("op"),
+        F.lit(None).cast("string").alias("row"),
+        F.lit(None).cast("string").alias("before"),
+        F.lit(None).cast("array<string>").alias("changed_columns"),
+        F.array().cast("array<string>").alias("anomalies"),
+        F.lit(1).cast("long").alias("op_count"),
+        *[F.col(f"__t_{c}").alias(c) for c in ("txn_id", "commit_ts")],
+        F.col("__at").alias("sequence"),
+        *[F.col(f"__t_{c}").alias(c) for c in ("user", "role", "origin")],
+    )
