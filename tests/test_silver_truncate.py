@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.gold.replicas import replica_as_of
+from cdc_lakehouse.silver import change_stream
+from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import history_changes, replica_changes
@@ -41,6 +44,7 @@ class Step:
     gold: set[int]
     history: list  # (customer_id, __START_AT.position, __END_AT.position) of silver.shop_customers_history
     audit: list  # (operation, key) of gold.audit_log, in commit order
+    lake: Path
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,7 @@ def truncated(spark, tmp_path_factory) -> list[Step]:
             "customer_id", F.col("__START_AT.position"), F.col("__END_AT.position"))
         audit = store.read("gold.audit_log").orderBy("sequence", "key").select("operation", "key")
         steps.append(Step(ids("silver.shop_customers"), ids("gold.shop_customers"),
-                          sorted(tuple(r) for r in history.collect()), [tuple(r) for r in audit.collect()]))
+                          sorted(tuple(r) for r in history.collect()), [tuple(r) for r in audit.collect()], lake))
     return steps
 
 
@@ -84,6 +88,20 @@ def test_the_audit_log_shows_the_truncate(truncated):
     operations = [op for op, _ in truncated[1].audit]
     assert operations == ["INSERT", "INSERT", "TRUNCATE", "INSERT", "INSERT", "TRUNCATE", "INSERT"]
     assert [key for op, key in truncated[1].audit if op == "TRUNCATE"] == ["{}", "{}"]
+
+
+def test_the_streaming_form_emits_the_truncates_the_batch_form_does(spark, truncated):
+    """On Databricks the change stream is a stream-static join (silver/arrivals.py); here every
+    bronze event is new, so it emits every committed transaction."""
+    store = DeltaRsStore(spark, truncated[-1].lake)
+    events = with_gaps(store.read("bronze.shop_binlog_events"), store.read("bronze.shop_binlog_events_quarantine"))
+    sessions = store.read("bronze.shop_sessions") if store.exists("bronze.shop_sessions") else None
+    streamed = change_stream._streamed_binlog_changes(events, events, sessions)
+    batch = store.read("silver.shop_changes")
+    of_truncates = lambda df: df.filter(F.col("op") == "TRUNCATE").select(  # noqa: E731
+        "source", "schema", "table", "key", "op", "txn_id", "commit_ts", "sequence", "user", "role", "origin")
+    assertDataFrameEqual(of_truncates(streamed), of_truncates(batch))
+    assert of_truncates(batch).count() == 2
 
 
 # -- the same logic on hand-made change streams ------------------------------------------------
