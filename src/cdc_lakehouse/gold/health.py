@@ -19,6 +19,7 @@ from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD, with_release
+from cdc_lakehouse.silver import truncates
 
 NO_TABLE = "(none)"
 
@@ -171,7 +172,8 @@ def _source_quality(read, settings, source: str) -> DataFrame:
     anomalies = anomalies_per_table(anomaly_rows(read, settings, source, quarantine.sparkSession))
     tables = quarantine.sparkSession.createDataFrame(
         [(f.qualified_table,) for f in inputs.flows_of(settings, source)], "table string")
-    every = tables.join(quarantine, "table", "full").join(anomalies, "table", "full")
+    ddl = schema_changes(read(inputs.transactions_table(settings, source)))
+    every = tables.join(quarantine, "table", "full").join(anomalies, "table", "full").join(ddl, "table", "left")
     empty = F.array().cast("array<string>")
     return every.select(
         F.lit(source).alias("source"), "table",
@@ -181,7 +183,29 @@ def _source_quality(read, settings, source: str) -> DataFrame:
         "last_quarantined_at",
         F.coalesce("anomalous_changes", F.lit(0)).alias("anomalous_changes"),
         F.coalesce("anomalies", empty).alias("anomalies"),
+        F.coalesce("schema_changes", F.lit(0)).alias("schema_changes"), "last_schema_change", "dropped_at",
     )
+
+
+def _statement_is(keywords: str) -> Column:
+    return F.coalesce(F.col("ddl").rlike(rf"(?is)^\s*(/\*.*?\*/\s*)*{keywords}\b"), F.lit(False))
+
+
+def schema_changes(transactions: DataFrame) -> DataFrame:
+    """Per table (``table``: schema.table) of a source's ``transactions``: its committed DDL
+    statements other than TRUNCATE, which the replicas do not follow (``schema_changes``, the
+    latest in ``last_schema_change``), and when the table was dropped (``dropped_at``: the commit
+    time of the latest statement when it is a DROP TABLE)."""
+    ddl = transactions.filter((F.col("status") == "committed") & F.col("ddl_table").isNotNull()
+                              & ~truncates.is_truncate(F.col("ddl")))
+    latest = F.max_by(F.struct("ddl", "commit_ts", _statement_is(r"DROP\s+(TEMPORARY\s+)?TABLE").alias("drop")),
+                      "sequence_position")
+    per_table = ddl.groupBy(F.col("ddl_table").alias("table")).agg(
+        F.count(F.lit(1)).alias("schema_changes"),
+        latest.alias("__latest"))
+    return per_table.select(
+        "table", "schema_changes", F.col("__latest.ddl").alias("last_schema_change"),
+        F.when(F.col("__latest.drop"), F.col("__latest.commit_ts")).alias("dropped_at"))
 
 
 # -- rows per layer -------------------------------------------------------------------------

@@ -228,6 +228,11 @@ DATA_QUALITY = GoldTable(
         ("anomalies", "ARRAY<STRING>", "Sorted distinct anomaly kinds of those changes (the anomaly column of "
                                        "silver.<source>_anomalies, e.g. insert_of_existing_key, unknown_op, "
                                        "insert_after_insert)."),
+        ("schema_changes", "BIGINT", "Committed DDL statements naming the table other than TRUNCATE (ALTER, RENAME, "
+                                     "DROP TABLE, indexes; binlog sources): the replicas do not follow them."),
+        ("last_schema_change", "STRING", "The latest of those statements."),
+        ("dropped_at", "TIMESTAMP", "Commit time of a DROP TABLE of the table, when it is the latest of those "
+                                    "statements: the replicas keep the rows it had."),
     ),
 )
 

@@ -76,7 +76,8 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
         F.when(F.col("type") == "ddl", F.col("pos")).otherwise(F.col("end_pos")).alias("commit_pos"),
         F.col("end_xid").alias("xid"),
         F.when(F.col("type") == "ddl", F.col("query")).alias("ddl"),
-        F.col("table").alias("ddl_table"),
+        F.when((F.col("type") == "ddl") & F.col("table").isNotNull(),
+               F.concat_ws(".", "schema", "table")).alias("ddl_table"),
     )
     txns = txns.withColumn("txn_id", transaction_id()).withColumn(
         "commit_ts", F.timestamp_seconds(F.col("commit_ts_s"))

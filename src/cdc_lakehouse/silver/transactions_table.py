@@ -87,7 +87,7 @@ def _binlog_rows(txns: DataFrame, counts: DataFrame) -> DataFrame:
         F.col("begin_lsn").alias("begin_position"),
         "server_id", "thread_id", "xid", "gtid", "user", "role",
         F.lit(None).cast("string").alias("client"), F.lit(None).cast("string").alias("application"), "ddl",
-        *_count_columns(), "held_because",
+        *_count_columns(), "held_because", "ddl_table",
     )
 
 
@@ -135,4 +135,5 @@ def shadow_rows(source: str, recorded: DataFrame, first_ops: DataFrame, counts: 
           (("server_id", "long"), ("thread_id", "long"), ("xid", "long"), ("gtid", "string"))],
         "user", "role", "client", "application", F.lit(None).cast("string").alias("ddl"),
         *_count_columns(), F.lit(None).cast("string").alias("held_because"),
+        F.lit(None).cast("string").alias("ddl_table"),
     )
