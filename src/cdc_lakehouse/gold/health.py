@@ -196,6 +196,8 @@ def schema_changes(transactions: DataFrame) -> DataFrame:
     statements other than TRUNCATE, which the replicas do not follow (``schema_changes``, the
     latest in ``last_schema_change``), and when the table was dropped (``dropped_at``: the commit
     time of the latest statement when it is a DROP TABLE)."""
+    if "ddl_table" not in transactions.columns:  # written before it had the column: no DDL row has it yet
+        transactions = transactions.withColumn("ddl_table", F.lit(None).cast("string"))
     ddl = transactions.filter((F.col("status") == "committed") & F.col("ddl_table").isNotNull()
                               & ~truncates.is_truncate(F.col("ddl")))
     latest = F.max_by(F.struct("ddl", "commit_ts", _statement_is(r"DROP\s+(TEMPORARY\s+)?TABLE").alias("drop")),
