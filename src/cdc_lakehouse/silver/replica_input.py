@@ -14,7 +14,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse import flow_state
-
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, as_text, misfit_fields
 from cdc_lakehouse.silver.filters import apply_column_filters
 from cdc_lakehouse.silver.truncates import TRUNCATE, open_key_deletes
