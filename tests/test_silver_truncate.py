@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.gold.replicas import replica_as_of
-from cdc_lakehouse.silver import change_stream
+from cdc_lakehouse.silver import change_stream, truncates
 from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import declared_table
@@ -143,3 +143,12 @@ def test_a_truncate_is_no_anomaly_and_the_rows_it_removed_are_gone(spark, trunca
     found = anomalies(bob_updated).select("anomaly", "detail").collect()
     assert [r.anomaly for r in found] == ["update_of_missing_key"]
     assert "(truncated in transaction t6)" in found[0].detail
+
+
+def test_which_statements_truncate(spark):
+    queries = {"TRUNCATE TABLE shop.a": True, "truncate a": True, "/* app */\n TRUNCATE `a`": True,
+               "ALTER TABLE a TRUNCATE PARTITION p0": False, "DROP TABLE truncate_log": False,
+               "TRUNCATED": False, None: False}
+    found = spark.createDataFrame([(q,) for q in queries], "query string").select(
+        "query", truncates.is_truncate(F.col("query")).alias("truncates"))
+    assert {r.query: r.truncates for r in found.collect()} == queries
