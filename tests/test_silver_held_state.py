@@ -87,7 +87,8 @@ def test_held_state_equals_the_suffix_of_the_log_from_the_first_open_transaction
         "server_id long, file string, pos long, type string",
     ).withColumn("gtid", F.lit(None).cast("string")).withColumn("ts", F.lit(0).cast("long")) \
         .withColumn("xid", F.lit(None).cast("long")).withColumn("thread_id", F.lit(None).cast("long")) \
-        .withColumn("query", F.lit(None).cast("string")).withColumn("table", F.lit(None).cast("string")) \
+        .withColumn("query", F.lit(None).cast("string")).withColumn("schema", F.lit(None).cast("string")) \
+        .withColumn("table", F.lit(None).cast("string")) \
         .withColumn("_source", F.lit("s"))
     distinct = bt.distinct_events(events)
     floors = binlog_held.floors_of(distinct, bt.transactions(distinct, None))
