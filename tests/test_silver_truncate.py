@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.gold.replicas import replica_as_of
 from cdc_lakehouse.silver import change_stream, truncates
 from cdc_lakehouse.silver.binlog_gaps import with_gaps
@@ -72,8 +73,8 @@ def test_a_truncate_empties_the_replicas_at_its_commit_point(truncated):
 
 
 def lsn(pos: int) -> int:
-    """The log position of an event in mysql-bin.000001 (bronze/binlog_position.py)."""
-    return (1 << 32) + pos
+    """The log position of an event in mysql-bin.000001."""
+    return binlog_position.lsn(0, 1, pos)
 
 
 def test_a_truncate_closes_the_open_versions_of_the_history(truncated):

@@ -187,10 +187,6 @@ def _source_quality(read, settings, source: str) -> DataFrame:
     )
 
 
-def _statement_is(keywords: str) -> Column:
-    return F.coalesce(F.col("ddl").rlike(rf"(?is)^\s*(/\*.*?\*/\s*)*{keywords}\b"), F.lit(False))
-
-
 def schema_changes(transactions: DataFrame) -> DataFrame:
     """Per table (``table``: schema.table) of a source's ``transactions``: its committed DDL
     statements other than TRUNCATE, which the replicas do not follow (``schema_changes``, the
@@ -200,8 +196,8 @@ def schema_changes(transactions: DataFrame) -> DataFrame:
         transactions = transactions.withColumn("ddl_table", F.lit(None).cast("string"))
     ddl = transactions.filter((F.col("status") == "committed") & F.col("ddl_table").isNotNull()
                               & ~truncates.is_truncate(F.col("ddl")))
-    latest = F.max_by(F.struct("ddl", "commit_ts", _statement_is(r"DROP\s+(TEMPORARY\s+)?TABLE").alias("drop")),
-                      "sequence_position")
+    dropped = truncates.statement_is(F.col("ddl"), r"DROP\s+(TEMPORARY\s+)?TABLE")
+    latest = F.max_by(F.struct("ddl", "commit_ts", dropped.alias("drop")), "sequence_position")
     per_table = ddl.groupBy(F.col("ddl_table").alias("table")).agg(
         F.count(F.lit(1)).alias("schema_changes"),
         latest.alias("__latest"))

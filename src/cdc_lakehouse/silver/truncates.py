@@ -13,12 +13,17 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 TRUNCATE = "TRUNCATE"
-# TRUNCATE [TABLE] name (MySQL/MariaDB); comments may precede it.
-_TRUNCATE_STATEMENT = r"(?is)^\s*(/\*.*?\*/\s*)*TRUNCATE\b"
+
+
+def statement_is(query: Column, keywords: str) -> Column:
+    """Whether the SQL ``query`` begins with ``keywords`` (a regex), in any case; comments may
+    precede them. False for NULL."""
+    return F.coalesce(query.rlike(rf"(?is)^\s*(/\*.*?\*/\s*)*{keywords}\b"), F.lit(False))
 
 
 def is_truncate(query: Column) -> Column:
-    return F.coalesce(query.rlike(_TRUNCATE_STATEMENT), F.lit(False))
+    """TRUNCATE [TABLE] name (MySQL/MariaDB)."""
+    return statement_is(query, "TRUNCATE")
 
 
 def binlog_truncates(events: DataFrame, txns: DataFrame, txn_columns: list[str]) -> DataFrame:
