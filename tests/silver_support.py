@@ -19,11 +19,13 @@ FIXTURES = REPO / "fixtures"
 TABLES = ("customers", "products", "orders", "order_items")
 
 
-def onboarding_for(tmp_path: Path, sources: set[str]) -> Path:
-    """The demo onboarding file restricted to some sources (smaller, faster pipelines)."""
-    flows = demo_flows()
+def onboarding_for(tmp_path: Path, sources: set[str], tables: set[str] | None = None) -> Path:
+    """The demo onboarding file restricted to some sources, and to some ``tables`` when given
+    (smaller, faster pipelines)."""
+    flows = [f for f in demo_flows() if f["cdc_lakehouse"]["source"] in sources
+             and (tables is None or f["source_details"]["source_table"] in tables)]
     path = tmp_path / "onboarding.yml"
-    path.write_text(yaml.safe_dump([f for f in flows if f["cdc_lakehouse"]["source"] in sources]))
+    path.write_text(yaml.safe_dump(flows))
     return path
 
 

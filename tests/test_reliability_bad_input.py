@@ -117,6 +117,7 @@ TXN_LINES = [
     (_txn("t1"), "ok"),
     (_txn("t2", "2026-03-02T09:00:02.000001Z"), "ok"),
     (_txn("t4", "2026-03-02T09:00:04.000001Z"), "ok"),
+    (_txn("t5", "2026-03-02T09:00:05.000001Z"), "ok"),
     (json.dumps({"txn_id": "t9", "db_user": "api"}), ("quarantine", "missing end_ts")),
     (_txn("t8", "02/03/2026 09:00"), ("quarantine", "wrong type or unparseable value: end_ts")),
     ('{"txn_id": "t7", "end_ts": "2026-03-02T09:0', ("quarantine", "unparseable line")),
@@ -139,6 +140,11 @@ CHANGE_LINES = [
     (_change("t4", 6, "U", {"order_id": 1}, None), ("quarantine", "op U without values")),
     (_change("t4", 7, "I", {"order_id": 8}, {"status": "new"}), ("quarantine", "insert values without every key column")),
     ('{"txn_id": "t4", "op_ts": "2026-03-02T09:00:00.0001Z", "op_seq": 8, "op": "U", "key": {"order_id"', ("quarantine", "unparseable line")),
+    (_change("t4", 9, "T", {"order_id": 1}), ("quarantine", "truncate with a key or values")),
+    # t5: committed: an INSERT, a TRUNCATE (which undoes it and counts it among its operations), an INSERT
+    (_change("t5", 1, "I", {"order_id": 5}, _order(5)), "ok"),
+    (_change("t5", 2, "T", {}), "ok"),
+    (_change("t5", 3, "I", {"order_id": 6}, _order(6)), "ok"),
 ]
 
 LANDED = {
@@ -237,7 +243,9 @@ def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
     assert (statuses["t3"], statuses["t4"]) == ("open", "incomplete")
     held = bronze.filter(F.col("txn_id").isin("t3", "t4")).count()
     quarantined = store.read(f"bronze.{SHADOW}_shadow_changes_quarantine").count()
-    assert (applied, held, quarantined) == (4, 2, 7)
+    assert (applied, held, quarantined) == (7, 2, 8)
+    ops = {r["op"]: r["op_count"] for r in changes.filter("txn_id = 't5'").collect()}
+    assert ops == {"TRUNCATE": 2, "INSERT": 1}
     assert applied + held + quarantined == len(CHANGE_LINES)
 
 

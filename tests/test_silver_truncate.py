@@ -1,13 +1,15 @@
-"""TRUNCATE TABLE at a binlog source (issue 38, case 2): the replicas empty at its commit point
-(SCD2: the open versions close there), gold follows, and the audit log shows it.
+"""TRUNCATE TABLE at a binlog and at a PostgreSQL shadow source (issue 38, case 2): the replicas
+empty at its commit point (SCD2: the open versions close there), gold follows, and the audit
+log shows it.
 
-One small lake, two updates: the first holds inserts, a TRUNCATE and an insert after it in one
-batch; the second truncates again a table that then has state from the first."""
+One small lake of both sources' customers tables, two updates: the first holds inserts, a
+TRUNCATE and an insert after it in one batch; the second truncates again a table that then has
+state from the first."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.gold.replicas import replica_as_of
-from cdc_lakehouse.silver import change_stream, truncates
+from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.silver import change_stream, shadow_changes, shadow_held, truncates
 from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import declared_table
@@ -39,37 +42,120 @@ STEPS = [
 ]
 
 
+# -- shop_pg: PostgreSQL's TRUNCATE, a shadow change row of op T keyed {} -----------------------
+def pg_txn(txn: str, second: int) -> dict:
+    return {"txn_id": txn, "end_ts": f"2026-03-02T09:00:{second:02d}.000000Z", "db_user": "alice",
+            "db_role": "app_writer", "client": None, "application": None}
+
+
+def pg_op(txn: str, second: int, seq: int, op: str, key: int | None = None, **values) -> dict:
+    """A change row; no ``key``: a truncate."""
+    return {"txn_id": txn, "op_ts": f"2026-03-02T09:00:{second:02d}.000000Z", "op_seq": seq, "op": op,
+            "key": {} if key is None else {"customer_id": key}, "old_key": None, "values": values or None}
+
+
+def pg_position(second: int) -> int:
+    return int(datetime(2026, 3, 2, 9, 0, second, tzinfo=timezone.utc).timestamp() * 1_000_000)
+
+
+# P2 updates Ann, truncates, inserts Ann again and Cy: the update is undone by the truncate.
+# P3 updates only Cy's tier (the rest of the row comes from the held image); P5 truncates
+# alone; P7's truncate waits for its transaction row.
+PG_STEPS = [
+    ([pg_txn("P1", 1), pg_txn("P2", 2)],
+     [pg_op("P1", 1, 1, "I", 1, customer_id=1, name="ann", tier="a"), pg_op("P1", 1, 2, "I", 2, customer_id=2, name="bob", tier="a"),
+      pg_op("P2", 2, 1, "U", 1, name="ann1"), pg_op("P2", 2, 2, "T"),
+      pg_op("P2", 2, 3, "I", 1, customer_id=1, name="ann2", tier="b"), pg_op("P2", 2, 4, "I", 3, customer_id=3, name="cy", tier="a")]),
+    ([pg_txn("P3", 3), pg_txn("P4", 4), pg_txn("P5", 5), pg_txn("P6", 6)],
+     [pg_op("P3", 3, 1, "U", 3, tier="gold"), pg_op("P4", 4, 1, "I", 4, customer_id=4, name="dee", tier="a"),
+      pg_op("P5", 5, 1, "T"), pg_op("P6", 6, 1, "I", 5, customer_id=5, name="eve", tier="a"), pg_op("P7", 7, 1, "T")]),
+]
+PG_TABLE = "shop_pg_customers"
+
+
 @dataclass
 class Step:
-    silver: set[int]
-    gold: set[int]
+    silver: dict[str, set[int]]  # per source: the current keys of its silver customers
+    gold: dict[str, set[int]]
     history: list  # (customer_id, __START_AT.position, __END_AT.position) of silver.shop_customers_history
-    audit: list  # (operation, key) of gold.audit_log, in commit order
+    pg_history: list  # (customer_id, name, tier, __START_AT.position, __END_AT.position) of silver.shop_pg_customers_history
+    audit: dict[str, list]  # per source: (operation, key) of gold.audit_log, in commit order
     lake: Path
+
+
+def _versions(store: DeltaRsStore, table: str, *columns: str) -> list[tuple]:
+    found = store.read(table).select(*columns, F.col("__START_AT.position"), F.col("__END_AT.position"))
+    return sorted(tuple(r) for r in found.collect())
+
+
+def _land(landing: Path, step: int) -> None:
+    file, events = STEPS[step]
+    write_jsonl(landing / "shop" / "binlog" / file, events)
+    txns, changes = PG_STEPS[step]
+    shadow = landing / "shop_pg" / "shadow"
+    write_jsonl(shadow / "_transactions" / f"{step}.jsonl", txns)
+    write_jsonl(shadow / table_folder("shop", "customers") / f"{step}.jsonl", changes)
 
 
 @pytest.fixture(scope="module")
 def truncated(spark, tmp_path_factory) -> list[Step]:
+    """Both sources, their customers tables only."""
     root: Path = tmp_path_factory.mktemp("truncate")
     landing, lake = root / "landing", root / "lake"
-    onboarding = onboarding_for(root, {"shop"})
+    onboarding = onboarding_for(root, {"shop", "shop_pg"}, {"customers"})
     steps = []
-    for file, events in STEPS:
-        write_jsonl(landing / "shop" / "binlog" / file, events)
+    for step in range(len(STEPS)):
+        _land(landing, step)
         run_project(spark, landing, lake, onboarding)
         store = DeltaRsStore(spark, lake)
-        ids = lambda table: {r.customer_id for r in store.read(table).collect()}  # noqa: E731
-        history = store.read("silver.shop_customers_history").select(
-            "customer_id", F.col("__START_AT.position"), F.col("__END_AT.position"))
-        audit = store.read("gold.audit_log").orderBy("sequence", "key").select("operation", "key")
-        steps.append(Step(ids("silver.shop_customers"), ids("gold.shop_customers"),
-                          sorted(tuple(r) for r in history.collect()), [tuple(r) for r in audit.collect()], lake))
+        ids = lambda df: {r.customer_id for r in df.collect()}  # noqa: E731
+        audit = store.read("gold.audit_log").orderBy("sequence", "key")
+        steps.append(Step(
+            {"shop": ids(store.read("silver.shop_customers")),
+             "shop_pg": ids(store.read(f"silver.{PG_TABLE}"))},
+            {source: ids(store.read(f"gold.{source}_customers")) for source in ("shop", "shop_pg")},
+            _versions(store, "silver.shop_customers_history", "customer_id"),
+            _versions(store, f"silver.{PG_TABLE}_history", "customer_id", "name", "tier"),
+            {source: [(r.operation, r.key) for r in audit.filter(F.col("source") == source).collect()]
+             for source in ("shop", "shop_pg")},
+            lake))
     return steps
 
 
 def test_a_truncate_empties_the_replicas_at_its_commit_point(truncated):
-    assert truncated[0].silver == truncated[0].gold == {3}
-    assert truncated[1].silver == truncated[1].gold == {5}
+    assert truncated[0].silver["shop"] == truncated[0].gold["shop"] == {3}
+    assert truncated[1].silver["shop"] == truncated[1].gold["shop"] == {5}
+
+
+def test_a_postgres_truncate_empties_the_replicas_and_its_transaction_applies_after_it(truncated):
+    assert truncated[0].silver["shop_pg"] == truncated[0].gold["shop_pg"] == {1, 3}
+    assert truncated[1].silver["shop_pg"] == truncated[1].gold["shop_pg"] == {5}
+
+
+def test_a_postgres_truncate_closes_the_open_versions_just_before_its_transaction(truncated):
+    p = pg_position
+    assert truncated[1].pg_history == [
+        (1, "ann", "a", p(1), p(2) - 1), (1, "ann2", "b", p(2), p(5) - 1), (2, "bob", "a", p(1), p(2) - 1),
+        (3, "cy", "a", p(2), p(3)), (3, "cy", "gold", p(3), p(5) - 1), (4, "dee", "a", p(4), p(5) - 1),
+        (5, "eve", "a", p(6), None)]
+
+
+def test_the_audit_log_shows_the_postgres_truncates_not_what_they_undid(truncated):
+    assert truncated[1].audit["shop_pg"] == [
+        ("INSERT", '{"customer_id":"1"}'), ("INSERT", '{"customer_id":"2"}'), ("TRUNCATE", "{}"),
+        ("INSERT", '{"customer_id":"1"}'), ("INSERT", '{"customer_id":"3"}'), ("UPDATE", '{"customer_id":"3"}'),
+        ("INSERT", '{"customer_id":"4"}'), ("TRUNCATE", "{}"), ("INSERT", '{"customer_id":"5"}')]
+
+
+def test_a_postgres_truncate_without_its_transaction_row_is_held(spark, truncated):
+    store = DeltaRsStore(spark, truncated[1].lake)
+    held = store.read("silver.__flow_state_shop_pg_shadow_changes").filter(F.col("kind") == shadow_held.PENDING)
+    assert [(r.txn_id, r.op) for r in held.collect()] == [("P7", "T")]
+
+
+def test_a_postgres_insert_after_a_truncate_is_no_anomaly(spark, truncated):
+    store = DeltaRsStore(spark, truncated[1].lake)
+    assert store.read("silver.shop_pg_anomalies").count() == 0
 
 
 def lsn(pos: int) -> int:
@@ -86,9 +172,9 @@ def test_a_truncate_closes_the_open_versions_of_the_history(truncated):
 
 
 def test_the_audit_log_shows_the_truncate(truncated):
-    operations = [op for op, _ in truncated[1].audit]
+    operations = [op for op, _ in truncated[1].audit["shop"]]
     assert operations == ["INSERT", "INSERT", "TRUNCATE", "INSERT", "INSERT", "TRUNCATE", "INSERT"]
-    assert [key for op, key in truncated[1].audit if op == "TRUNCATE"] == ["{}", "{}"]
+    assert [key for op, key in truncated[1].audit["shop"] if op == "TRUNCATE"] == ["{}", "{}"]
 
 
 def test_the_streaming_form_emits_the_truncates_the_batch_form_does(spark, truncated):
@@ -103,6 +189,16 @@ def test_the_streaming_form_emits_the_truncates_the_batch_form_does(spark, trunc
         "source", "schema", "table", "key", "op", "txn_id", "commit_ts", "sequence", "user", "role", "origin")
     assertDataFrameEqual(of_truncates(streamed), of_truncates(batch))
     assert of_truncates(batch).count() == 2
+
+
+def test_the_streaming_form_of_a_shadow_source_emits_what_the_batch_form_did(spark, truncated):
+    store = DeltaRsStore(spark, truncated[-1].lake)
+    changes = store.read("bronze.shop_pg_shadow_changes").filter("_onboarded")
+    txns = store.read("bronze.shop_pg_shadow_transactions")
+    net = shadow_changes.streamed_net_changes(changes, txns, changes, txns)
+    streamed = change_stream.to_change_stream(net, "shadow", change_stream.shadow_sequence())
+    assertDataFrameEqual(streamed.select(*store.read("silver.shop_pg_changes").columns),
+                         store.read("silver.shop_pg_changes"))
 
 
 # -- the same logic on hand-made change streams ------------------------------------------------

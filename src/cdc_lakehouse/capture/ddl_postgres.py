@@ -9,6 +9,8 @@ Transaction id: ``pg_current_xact_id()``. End time: every operation sets ``end_t
 time, and a deferred constraint trigger on the transaction table overwrites it with the clock at
 COMMIT (deferred triggers run while the transaction commits), so ``end_ts`` is the commit time
 unless a session forces deferred triggers early with ``SET CONSTRAINTS ALL IMMEDIATE``.
+A TRUNCATE fires a statement trigger on the same function: one change row of op ``T`` with key
+``{}`` (every row of the table goes; silver/truncates.py).
 User and role: ``session_user`` and the session's ``SET ROLE`` (``current_setting('role')``,
 null when no role is set). The function runs as its owner (SECURITY DEFINER, fixed
 search_path), so writers need no privilege on the capture schema and cannot forge its rows;
@@ -74,11 +76,15 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cdc_capture: % is not registered', TG_RELID::regclass;
     END IF;
-    IF TG_OP <> 'DELETE' THEN new_j := row_to_json(NEW); END IF;
-    IF TG_OP <> 'INSERT' THEN old_j := row_to_json(OLD); END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN new_j := row_to_json(NEW); END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN old_j := row_to_json(OLD); END IF;
 
-    SELECT json_object_agg(c.name, coalesce(new_j, old_j) -> c.name ORDER BY c.pos)
-      INTO k FROM unnest(reg.key_columns) WITH ORDINALITY AS c(name, pos);
+    IF TG_OP = 'TRUNCATE' THEN
+        k := '{{}}'::json;  -- the statement trigger: the whole table, no row
+    ELSE
+        SELECT json_object_agg(c.name, coalesce(new_j, old_j) -> c.name ORDER BY c.pos)
+          INTO k FROM unnest(reg.key_columns) WITH ORDINALITY AS c(name, pos);
+    END IF;
     IF TG_OP = 'INSERT' THEN
         vals := new_j;
     ELSIF TG_OP = 'UPDATE' THEN
@@ -152,6 +158,9 @@ ON CONFLICT (relid) DO UPDATE SET key_columns = EXCLUDED.key_columns,
 DROP TRIGGER IF EXISTS cdc_capture ON {src};
 CREATE TRIGGER cdc_capture AFTER INSERT OR UPDATE OR DELETE ON {src}
     FOR EACH ROW EXECUTE FUNCTION {S}._record_change();
+DROP TRIGGER IF EXISTS cdc_capture_truncate ON {src};
+CREATE TRIGGER cdc_capture_truncate AFTER TRUNCATE ON {src}
+    FOR EACH STATEMENT EXECUTE FUNCTION {S}._record_change();
 """
 
 

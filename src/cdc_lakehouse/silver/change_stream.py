@@ -20,7 +20,7 @@ def to_change_stream(net: DataFrame, origin: str, sequence) -> DataFrame:
         F.col("_source").alias("source"),
         F.col("schema"),
         F.col("table"),
-        F.col("key"),
+        F.when(F.col("op") != truncates.TRUNCATE, F.col("key")).alias("key"),  # a truncate names no row
         F.col("op"),
         F.col("row"),
         F.col("before"),
@@ -79,8 +79,14 @@ def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes
                                                   corrections and corrections[1])
     else:
         net = shadow_held.net_changes(new_changes, new_txns, all_changes, all_txns, corrections)
-    sequence = F.struct(F.unix_micros("commit_ts").alias("position"), F.col("txn_id").alias("txn"))
-    return to_change_stream(net, "shadow", sequence)
+    return to_change_stream(net, "shadow", shadow_sequence())
+
+
+def shadow_sequence():
+    """The commit time, then the transaction id (a truncate just before its transaction's other
+    changes: silver/truncates.py)."""
+    position = truncates.shadow_position(F.col("op"), F.col("commit_ts"))
+    return F.struct(position.alias("position"), F.col("txn_id").alias("txn"))
 
 
 def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame | None) -> DataFrame:

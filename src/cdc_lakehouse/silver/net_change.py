@@ -1,6 +1,7 @@
 """Operations on one row inside one transaction -> one net change (CONTRACT §3).
 
-Input: one row per operation with ``op`` (I/U/D), ``key`` (canonical key JSON, see keys.py),
+Input: one row per operation with ``op`` (I/U/D, or T: a shadow TRUNCATE of the table, keyed
+``{}``, silver/truncates.py), ``key`` (canonical key JSON, see keys.py),
 ``ord`` (the operation's order in its transaction), ``row`` (full image after the operation,
 JSON) and ``before`` (full image before it, JSON). Key-changing updates are split into a delete
 of the old key and an insert of the new one first. Impossible pairs are kept as anomalies on the
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import keys
 
-OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
+OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE", "T": "TRUNCATE"}
 
 # (state, next op) -> (new state, which image is the row, anomaly). The row of a D is the
 # deleted image; "keep" leaves the state's row as it is.
@@ -34,6 +35,9 @@ _TRANSITIONS = [
     ("NONE", "I", "I", "row", None),
     ("NONE", "U", "NONE", "keep", "UPDATE after INSERT and DELETE"),
     ("NONE", "D", "NONE", "keep", "DELETE after INSERT and DELETE"),
+    # Truncates are the rows of key {}: one or more of them in a transaction are one truncate.
+    ("START", "T", "T", "none", None),
+    ("T", "T", "T", "none", None),
 ]
 
 

@@ -7,6 +7,10 @@ all columns, an update overwrites the columns it names (an explicit null sets NU
 ends the row. A key-changing update continues the row of its old key, so rows are rebuilt in
 rounds until every chain of key changes is resolved.
 
+A PostgreSQL TRUNCATE is a change row of op ``T`` keyed ``{}``: the fold keeps it as that key's
+row, the table's truncates; the operations before it in its transaction become part of it
+(silver/truncates.py).
+
 A row that entered the replica through a snapshot has no insert in the shadow history: the
 snapshot's corrective changes (full images, at the snapshot's place in commit order) are folded
 with it as operations that start the row and are never emitted (``correction_operations``), so
@@ -19,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze.json_text import exact_members
-from cdc_lakehouse.silver import arrivals, keys, net_change
+from cdc_lakehouse.silver import arrivals, keys, net_change, truncates
 
 # The streaming form (Databricks) cannot look at the data before planning: it plans this many
 # rounds, which rebuild chains of up to KEY_CHANGE_ROUNDS - 1 key changes, and marks the changes
@@ -36,7 +40,7 @@ _MERGE = (
     " map_filter({b}, (k, v) -> NOT map_contains_key(coalesce({a}, cast(map() as {t})), k)))"
 )
 _STEP = (
-    "CASE WHEN x.op = 'I' THEN x.vals WHEN x.op = 'D' THEN CAST(NULL AS {t}) "
+    "CASE WHEN x.op = 'I' THEN x.vals WHEN x.op IN ('D', 'T') THEN CAST(NULL AS {t}) "
     "WHEN x.rename_in THEN {merge_base} ELSE {merge_state} END"
 ).format(
     t=ROW_MAP,
@@ -86,6 +90,7 @@ def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
         # order the source wrote them.
         exact_members(F.col("values")).alias("vals"),
     )
+    ops = truncates.with_undone_in_truncates(ops)
     rename_in = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
     ops = ops.withColumn("rename_in", F.coalesce(rename_in, F.lit(False))).withColumn("emit", F.lit(True))
     rename_out = ops.filter("rename_in").select(

@@ -1,7 +1,12 @@
 """TRUNCATE TABLE in the change stream, and what the replicas make of it.
 
 A committed binlog ``ddl`` event whose statement truncates a table becomes one change-stream
-row of its own: op ``TRUNCATE``, no key and no images, at its transaction's sequence. The SCD1
+row of its own: op ``TRUNCATE``, no key and no images, at its transaction's sequence. A
+PostgreSQL TRUNCATE is a shadow change row of op ``T`` with key ``{}`` (its statement trigger,
+capture/ddl_postgres.py). It is transactional: the operations on the table before it in its
+transaction are undone by it (they become part of it), the ones after it are applied after it. So its
+change-stream row sits one microsecond before its transaction's sequence
+(``SHADOW_TRUNCATE_LEAD``), and the transaction's other changes at the sequence follow it. The SCD1
 replicas apply it with AUTO CDC's ``apply_as_truncates``: every row last changed before it goes.
 AUTO CDC has no truncate for SCD2, so the history takes a DELETE at the truncate's sequence of
 each key the change stream shows open there (``open_key_deletes``): the open versions close at it.
@@ -13,6 +18,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 TRUNCATE = "TRUNCATE"
+SHADOW_OP = "T"
+# Microseconds a shadow truncate sits before its transaction's sequence. No other transaction
+# of the table commits in that microsecond: TRUNCATE holds the table's exclusive lock.
+SHADOW_TRUNCATE_LEAD = 1
 
 
 def statement_is(query: Column, keywords: str) -> Column:
@@ -24,6 +33,23 @@ def statement_is(query: Column, keywords: str) -> Column:
 def is_truncate(query: Column) -> Column:
     """TRUNCATE [TABLE] name (MySQL/MariaDB)."""
     return statement_is(query, "TRUNCATE")
+
+
+def with_undone_in_truncates(ops: DataFrame) -> DataFrame:
+    """Shadow operations (``op``, ``key``, ``old_key``, ``vals``, ``ord``: the order of operations)
+    with each one that comes before a truncate of its table in its transaction made part of that
+    truncate: op T, key ``{}``, no values. The truncate undoes them, and they count among its
+    operations (``op_count``), so every change row stays accounted for."""
+    last = F.max(F.when(F.col("op") == SHADOW_OP, F.col("ord"))).over(Window.partitionBy("txn_id", "schema", "table"))
+    undone = F.coalesce(F.col("ord") < last, F.lit(False))
+    part = {"op": F.lit(SHADOW_OP), "key": F.lit("{}"), "old_key": F.lit(None), "vals": F.lit(None)}
+    return ops.select(*[F.when(undone, part[c]).otherwise(F.col(c)).alias(c) if c in part else c for c in ops.columns])
+
+
+def shadow_position(op: Column, commit_ts: Column) -> Column:
+    """The sequence position of a shadow net change: its commit time, a truncate just before."""
+    lead = F.when(op == TRUNCATE, F.lit(SHADOW_TRUNCATE_LEAD)).otherwise(F.lit(0))
+    return F.unix_micros(commit_ts) - lead
 
 
 def binlog_truncates(events: DataFrame, txns: DataFrame, txn_columns: list[str]) -> DataFrame:
