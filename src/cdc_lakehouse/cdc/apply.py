@@ -301,7 +301,7 @@ def _truncate_deletes(prepared: DataFrame, state: DataFrame | None, spec: CdcSpe
 def _write_history(store, target, events, state_rows, scope, spec, data, batch, table_opts) -> None:
     """``state_rows``: the state of the batch's keys (``KeyScope.rows_of``)."""
     keys = spec.keys
-    existing = scope.rows_of(store.read(target)) if store.exists(target) else None
+    existing = _with_new_columns(scope.rows_of(store.read(target)), events, data) if store.exists(target) else None
     history = build_history(_all_events(events, existing, state_rows, keys, data), keys, data, spec.tracked_columns(data))
     # Cached: the versions are written and also looked up for the stored ones they replace,
     # and each use would fold the events again (windows and a grouping per key).
@@ -314,6 +314,13 @@ def _write_history(store, target, events, state_rows, scope, spec, data, batch, 
         store.upsert(target, changes, UpsertSpec(tuple(keys), DELETE, (START_AT,)), batch.commit(), **table_opts)
     finally:
         history.unpersist()
+
+
+def _with_new_columns(existing: DataFrame, events: DataFrame, data: list[str]) -> DataFrame:
+    """The stored versions with the columns the batch brings first (a column the source added)
+    as NULL: the versions before it had none. The target gains them as AUTO CDC's does."""
+    new = [c for c in data if c not in existing.columns]
+    return existing.select("*", *[F.lit(None).cast(events.schema[c].dataType).alias(c) for c in new])
 
 
 def _all_events(events, existing, state, keys, data) -> DataFrame:
