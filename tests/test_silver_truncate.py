@@ -8,18 +8,21 @@ state from the first."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.gold.replicas import replica_as_of
 from cdc_lakehouse.capture.landing import table_folder
-from cdc_lakehouse.silver import change_stream, shadow_changes, shadow_held, truncates
+from cdc_lakehouse.silver import change_stream, schema_changes, shadow_changes, shadow_held, truncates
 from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import declared_table
@@ -249,3 +252,96 @@ def test_which_statements_truncate(spark):
     found = spark.createDataFrame([(q,) for q in queries], "query string").select(
         "query", truncates.is_truncate(F.col("query")).alias("truncates"))
     assert {r.query: r.truncates for r in found.collect()} == queries
+
+
+# -- ALTER TABLE that changes columns (silver/schema_changes.py) --------------------------------
+ADD_VIP = "ALTER TABLE `customers` ADD COLUMN `vip` TINYINT(1) NOT NULL DEFAULT 0, ADD INDEX vip_idx (vip)"
+ALTERED = [event(700, "ddl", schema="shop", table="customers", thread_id=7, query=ADD_VIP),
+           event(800, "begin", thread_id=7),
+           event(810, "insert", schema="shop", table="customers", primary_key=["customer_id"],
+                 rows=[{"after": {"customer_id": 6, "name": "fay", "email": "f@x", "city": "Oslo", "tier": "a",
+                                  "phone": None, "vip": 1}}]),
+           event(890, "commit", xid=800)]
+
+
+@dataclass
+class Altered:
+    error: str  # of the update that met the ALTER its declaration did not follow
+    replica: dict  # customer_id -> vip of silver.shop_customers after the declaration followed
+    gold: dict  # the same of gold.shop_customers
+    audit: list  # (operation, key) of gold.audit_log for shop, last two
+
+
+@pytest.fixture(scope="module")
+def altered(spark, truncated) -> Altered:
+    """The truncate lake's next updates: the binlog source adds a column to a declared table; the
+    update stops at it; the declaration then follows and the next update applies everything."""
+    lake = truncated[-1].lake
+    root = lake.parent
+    write_jsonl(root / "landing" / "shop" / "binlog" / "3.jsonl", ALTERED)
+    with pytest.raises(Exception) as stopped:
+        run_project(spark, root / "landing", lake, root / "onboarding.yml")
+    flows = yaml.safe_load((root / "onboarding.yml").read_text())
+    [flow] = [f for f in flows if f["cdc_lakehouse"]["source"] == "shop"]
+    declared = root / "customers.ddl"
+    declared.write_text(Path(flow["source_details"]["source_schema_path"]).read_text().rstrip() + ",\nvip INT\n")
+    flow["source_details"]["source_schema_path"] = str(declared)
+    (root / "onboarding.yml").write_text(yaml.safe_dump(flows))
+    run_project(spark, root / "landing", lake, root / "onboarding.yml")
+    store = DeltaRsStore(spark, lake)
+    vips = lambda table: {r.customer_id: r.vip for r in store.read(table).collect()}  # noqa: E731
+    audit = store.read("gold.audit_log").filter("source = 'shop'").orderBy("sequence", "key")
+    return Altered(str(stopped.value), vips("silver.shop_customers"), vips("gold.shop_customers"),
+                   [(r.operation, r.key) for r in audit.collect()][-2:])
+
+
+def test_an_added_column_a_declared_table_does_not_declare_stops_it_naming_the_ddl(altered):
+    assert f"ran {ADD_VIP} (transaction pos:1:mysql-bin.000001:700" in altered.error
+    assert "does not follow; added: vip. The table's replicas stop" in altered.error  # not the index
+
+
+def test_once_declared_the_added_column_widens_the_replicas_with_nothing_lost(altered):
+    assert altered.replica == altered.gold == {5: None, 6: 1}
+    assert altered.audit == [("ALTER", "{}"), ("INSERT", '{"customer_id":"6"}')]
+
+
+@pytest.mark.parametrize(("query", "added", "dropped", "renamed"), [
+    ("ALTER TABLE t ADD COLUMN a INT, ADD b VARCHAR(3), ADD INDEX i (a), ADD PRIMARY KEY (a)", ["a", "b"], [], []),
+    ("alter table t drop column a, drop b, drop index i, drop primary key, alter column c drop default", [], ["a", "b"], []),
+    ("ALTER TABLE t RENAME COLUMN a TO b, CHANGE COLUMN c d INT, CHANGE e e BIGINT", [], [], [("a", "b"), ("c", "d")]),
+    ("ALTER TABLE t ADD CONSTRAINT c CHECK (a > 0), RENAME TO u", [], [], []),
+])
+def test_which_columns_an_alter_table_adds_drops_and_renames(spark, query, added, dropped, renamed):
+    q = F.lit(query)
+    [found] = spark.range(1).select(schema_changes.added_columns(q).alias("a"), schema_changes.dropped_columns(q).alias("d"),
+                                    schema_changes.renamed_columns(q).alias("r"), schema_changes.changes_columns(q).alias("c")).collect()
+    assert (found.a, found.d, [tuple(p) for p in found.r], found.c) == (added, dropped, renamed, bool(added or dropped or renamed))
+
+
+def alter_change(position: int, statement: str) -> tuple:
+    return ("shop_pg", "shop", "customers", None, "ALTER", json.dumps({"statement": statement}), None, None, [], 1,
+            f"t{position}", datetime(2026, 3, 2, 9, 0, position), (position, f"t{position}"), "alice", "dba", "binlog")
+
+
+@pytest.mark.parametrize(("statement", "stops"), [
+    ("ALTER TABLE customers DROP COLUMN city", "dropped: city"),
+    ("ALTER TABLE customers RENAME COLUMN tier TO level", "renamed: tier -> level"),
+    ("ALTER TABLE customers CHANGE email mail VARCHAR(99)", "renamed: email -> mail"),
+    ("ALTER TABLE customers DROP COLUMN legacy, ADD INDEX by_city (city)", None),  # nothing declared changes
+])
+def test_a_declared_table_stops_at_a_drop_or_rename_of_a_declared_column(spark, statement, stops):
+    changes = stream(spark, change(1, "t1", "INSERT", ANN), alter_change(2, statement), change(3, "t3", "INSERT", BOB))
+    typed = replica_changes(changes, declared=declared_table(customers_flow()), keys=["customer_id"])
+    if stops is None:
+        assert typed.count() == 2
+        assert anomalies(changes).count() == 0
+    else:
+        with pytest.raises(Exception, match=f"{re.escape(statement)}.*{re.escape(stops)}"):
+            typed.collect()
+
+
+def test_a_table_with_inferred_types_takes_an_alter_as_its_images_show(spark):
+    changes = stream(spark, change(1, "t1", "INSERT", ANN), alter_change(2, "ALTER TABLE customers ADD vip INT"),
+                     change(3, "t3", "INSERT", BOB.replace('"tier"', '"vip":1,"tier"')))
+    typed = replica_changes(changes, keys=["customer_id"])
+    assert sorted((r.customer_id, r.vip) for r in typed.collect()) == [(1, None), (2, 1)]

@@ -186,7 +186,7 @@ def rejection_anomaly(declared: bool = False, keys: Column | None = None) -> Col
     """The anomaly of a change the replicas held back (NULL when they took it)."""
     op, key = F.coalesce(F.col("op"), F.lit("NULL")), F.coalesce(F.col("key"), F.lit("NULL"))
     details = {
-        UNKNOWN_OP: F.concat(F.lit("op "), op, F.lit(" is none of INSERT, UPDATE, DELETE, TRUNCATE, NONE: not applied")),
+        UNKNOWN_OP: F.concat(F.lit("op "), op, F.lit(" is none of INSERT, UPDATE, DELETE, TRUNCATE, ALTER, NONE: not applied")),
         INCOMPLETE_KEY: F.concat(F.lit("the key "), key, F.lit(" lacks a value for a key column: not applied")),
         BAD_ROW_IMAGE: F.lit("the row image is missing or is no JSON object: not applied"),
         MISSING_SEQUENCE: F.lit("the change has no sequence to be ordered by: not applied"),

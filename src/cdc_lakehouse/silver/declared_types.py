@@ -41,6 +41,7 @@ class DeclaredTable:
     keys: tuple[str, ...]
     ignored: tuple[str, ...] = ()  # columns the flow discards: leaving them undeclared loses nothing
     kept: tuple[str, ...] | None = None  # the flow's column_list: only these reach the replica
+    path: str = ""  # the file that declares it (source_schema_path)
 
     def holds(self) -> Column:
         """True for the change-stream rows of this table."""
@@ -69,6 +70,7 @@ def declared_table(flow) -> DeclaredTable | None:
     return DeclaredTable(
         flow.schema_name, flow.table_name, schema, tuple(map(source, flow.keys)),
         ignored=(*flow.column_filters.drop, *map(source, flow.except_column_list)), kept=kept,
+        path=str(flow.source_details.source_schema_path),
     )
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, DeclaredTable, as_text, misfit_fields
 from cdc_lakehouse.silver.filters import apply_column_filters
+from cdc_lakehouse.silver.schema_changes import ALTER, stop_at_undeclared_change
 from cdc_lakehouse.silver.truncates import TRUNCATE, open_key_deletes
 from cdc_lakehouse.silver.typing import infer_row_schema, typed
 
@@ -56,14 +57,14 @@ def replica_keys(flows) -> Column:
 
 def rejection(op: Column, key: Column, row: Column, sequence: Column, misfits: Column | None = None,
               keys: Column | None = None) -> Column:
-    """Why AUTO CDC could not apply the change; NULL when it can, and for NONE (nothing to apply).
-    A TRUNCATE needs only its sequence.
+    """Why AUTO CDC could not apply the change; NULL when it can, and for NONE and ALTER (nothing
+    to apply; silver/schema_changes.py). A TRUNCATE needs only its sequence.
     ``misfits``: the columns whose values do not fit their declared types (``with_misfits``);
     ``keys``: the replica's key columns (a change without one of them would fail the flow)."""
     is_object = F.json_object_keys(row).isNotNull()
     why = (
-        F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE, TRUNCATE), F.lit(UNKNOWN_OP))
-        .when(op == NO_CHANGE, F.lit(None))
+        F.when(op.isNull() | ~op.isin(*APPLIED_OPS, NO_CHANGE, TRUNCATE, ALTER), F.lit(UNKNOWN_OP))
+        .when(op.isin(NO_CHANGE, ALTER), F.lit(None))
         .when(op == TRUNCATE, F.when(sequence.isNull() | sequence.getField("position").isNull(), F.lit(MISSING_SEQUENCE)))
         .when(~key_is_complete(key), F.lit(INCOMPLETE_KEY))
         .when(~has_key_columns(key, keys), F.lit(MISSING_KEY_COLUMN))
@@ -145,6 +146,10 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
     keyed = changes.withColumn(KEY_OBJECT, key_object(F.col("key")))  # read by the misfit check and typing
     checked = with_misfits(keyed, [declared]) if declared else keyed
     key_columns = F.array(*[F.lit(k) for k in keys]) if keys else None
+    if declared:
+        # A declared table stops at a DDL its declaration does not follow: nothing after it
+        # applies. In ``op``, which every row's filter reads (a conjunct could be skipped).
+        checked = checked.withColumn("op", F.when(stop_at_undeclared_change(declared), F.col("op")))
     applied = checked.filter(applies(declared is not None, key_columns)).select(
         "row",
         KEY_OBJECT,

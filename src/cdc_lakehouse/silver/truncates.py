@@ -52,23 +52,6 @@ def shadow_position(op: Column, commit_ts: Column) -> Column:
     return F.unix_micros(commit_ts) - lead
 
 
-def binlog_truncates(events: DataFrame, txns: DataFrame, txn_columns: list[str]) -> DataFrame:
-    """The TRUNCATE changes of the committed ``txns`` (with ``begin_lsn``), in the shape of
-    ``binlog_changes.net_changes``. A ddl event is a transaction of its own: it begins there."""
-    ddl = events.filter((F.col("type") == "ddl") & is_truncate(F.col("query"))).select(
-        "server_id", F.col("lsn").alias("begin_lsn"), "schema", "table")
-    return txns.join(ddl, ["server_id", "begin_lsn"]).select(
-        *txn_columns, "schema", "table",
-        F.lit(None).cast("string").alias("key"),
-        F.lit(TRUNCATE).alias("op"),
-        F.lit(None).cast("string").alias("row"),
-        F.lit(None).cast("string").alias("before"),
-        F.array().cast("array<string>").alias("anomalies"),
-        F.lit(1).cast("long").alias("op_count"),
-        F.col("end_lsn").alias("sequence"),
-    )
-
-
 def open_key_deletes(sequences: DataFrame, history: DataFrame) -> DataFrame:
     """For each TRUNCATE of ``history`` (the change stream of a table) at one of ``sequences``
     (column ``sequence``), a DELETE at its sequence and in its transaction of every key open
