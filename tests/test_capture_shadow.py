@@ -216,3 +216,19 @@ def test_a_postgres_truncate_is_a_change_row_in_its_transaction_order(tmp_path):
     last = [r for r in changes if r["txn_id"] == changes[-1]["txn_id"]]
     assert [(r["op_seq"], r["op"], r["key"], r["values"]) for r in last] == [
         (1, "U", {"id": 1}, {"v": "a1"}), (2, "T", {}, None), (3, "I", {"id": 1}, {"id": 1, "v": "again"})]
+
+
+def test_a_postgres_alter_table_is_a_change_row_with_its_statement(tmp_path):
+    pg = Dialect("postgres", fixtures.postgres())
+    table = pg.create(fixtures.unique_schema("alter"))
+    src = f"{pg.q(table.schema)}.items"
+    conn = pg.session()
+    pg.run(conn, "BEGIN", f"INSERT INTO {src} VALUES (1, 'a')", f"ALTER TABLE {src} ADD COLUMN w int",
+           f"INSERT INTO {src} VALUES (2, 'b', 7)", "COMMIT", f"CREATE TABLE {pg.q(table.schema)}.other (id int)",
+           f"ALTER TABLE {pg.q(table.schema)}.other ADD COLUMN x int")
+    conn.close()
+    export_once(pg.server.dsn, tmp_path, "s")
+    _, changes = _landed(tmp_path / "s", table)
+    assert [(r["op_seq"], r["op"], r["key"], r["values"]) for r in changes] == [
+        (1, "I", {"id": 1}, {"id": 1, "v": "a"}), (2, "A", {}, {"statement": f"ALTER TABLE {src} ADD COLUMN w int"}),
+        (3, "I", {"id": 2}, {"id": 2, "v": "b", "w": 7})]

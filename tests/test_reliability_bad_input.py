@@ -141,10 +141,12 @@ CHANGE_LINES = [
     (_change("t4", 7, "I", {"order_id": 8}, {"status": "new"}), ("quarantine", "insert values without every key column")),
     ('{"txn_id": "t4", "op_ts": "2026-03-02T09:00:00.0001Z", "op_seq": 8, "op": "U", "key": {"order_id"', ("quarantine", "unparseable line")),
     (_change("t4", 9, "T", {"order_id": 1}), ("quarantine", "truncate with a key or values")),
+    (_change("t4", 10, "A", {}, {"sql": "ALTER TABLE orders ADD x int"}), ("quarantine", "alter without its statement")),
     # t5: committed: an INSERT, a TRUNCATE (which undoes it and counts it among its operations), an INSERT
     (_change("t5", 1, "I", {"order_id": 5}, _order(5)), "ok"),
     (_change("t5", 2, "T", {}), "ok"),
     (_change("t5", 3, "I", {"order_id": 6}, _order(6)), "ok"),
+    (_change("t5", 4, "A", {}, {"statement": "ALTER TABLE orders ADD CONSTRAINT positive CHECK (total >= 0)"}), "ok"),
 ]
 
 LANDED = {
@@ -243,9 +245,9 @@ def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
     assert (statuses["t3"], statuses["t4"]) == ("open", "incomplete")
     held = bronze.filter(F.col("txn_id").isin("t3", "t4")).count()
     quarantined = store.read(f"bronze.{SHADOW}_shadow_changes_quarantine").count()
-    assert (applied, held, quarantined) == (7, 2, 8)
+    assert (applied, held, quarantined) == (8, 2, 9)
     ops = {r["op"]: r["op_count"] for r in changes.filter("txn_id = 't5'").collect()}
-    assert ops == {"TRUNCATE": 2, "INSERT": 1}
+    assert ops == {"TRUNCATE": 2, "INSERT": 1, "ALTER": 1}
     assert applied + held + quarantined == len(CHANGE_LINES)
 
 

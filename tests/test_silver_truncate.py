@@ -52,7 +52,7 @@ def pg_txn(txn: str, second: int) -> dict:
 
 
 def pg_op(txn: str, second: int, seq: int, op: str, key: int | None = None, **values) -> dict:
-    """A change row; no ``key``: a truncate."""
+    """A change row; no ``key``: a truncate or an alter."""
     return {"txn_id": txn, "op_ts": f"2026-03-02T09:00:{second:02d}.000000Z", "op_seq": seq, "op": op,
             "key": {} if key is None else {"customer_id": key}, "old_key": None, "values": values or None}
 
@@ -61,9 +61,10 @@ def pg_position(second: int) -> int:
     return int(datetime(2026, 3, 2, 9, 0, second, tzinfo=timezone.utc).timestamp() * 1_000_000)
 
 
+PG_CHECK = "ALTER TABLE shop.customers ADD CONSTRAINT tier_set CHECK (tier IS NOT NULL)"
 # P2 updates Ann, truncates, inserts Ann again and Cy: the update is undone by the truncate.
 # P3 updates only Cy's tier (the rest of the row comes from the held image); P5 truncates
-# alone; P7's truncate waits for its transaction row.
+# after an ALTER TABLE, which it does not undo; P7's truncate waits for its transaction row.
 PG_STEPS = [
     ([pg_txn("P1", 1), pg_txn("P2", 2)],
      [pg_op("P1", 1, 1, "I", 1, customer_id=1, name="ann", tier="a"), pg_op("P1", 1, 2, "I", 2, customer_id=2, name="bob", tier="a"),
@@ -71,7 +72,7 @@ PG_STEPS = [
       pg_op("P2", 2, 3, "I", 1, customer_id=1, name="ann2", tier="b"), pg_op("P2", 2, 4, "I", 3, customer_id=3, name="cy", tier="a")]),
     ([pg_txn("P3", 3), pg_txn("P4", 4), pg_txn("P5", 5), pg_txn("P6", 6)],
      [pg_op("P3", 3, 1, "U", 3, tier="gold"), pg_op("P4", 4, 1, "I", 4, customer_id=4, name="dee", tier="a"),
-      pg_op("P5", 5, 1, "T"), pg_op("P6", 6, 1, "I", 5, customer_id=5, name="eve", tier="a"), pg_op("P7", 7, 1, "T")]),
+      pg_op("P5", 5, 1, "A", statement=PG_CHECK), pg_op("P5", 5, 2, "T"), pg_op("P6", 6, 1, "I", 5, customer_id=5, name="eve", tier="a"), pg_op("P7", 7, 1, "T")]),
 ]
 PG_TABLE = "shop_pg_customers"
 
@@ -143,11 +144,12 @@ def test_a_postgres_truncate_closes_the_open_versions_just_before_its_transactio
         (5, "eve", "a", p(6), None)]
 
 
-def test_the_audit_log_shows_the_postgres_truncates_not_what_they_undid(truncated):
+def test_the_audit_log_shows_the_postgres_truncates_and_alters_not_what_truncates_undid(truncated):
     assert truncated[1].audit["shop_pg"] == [
         ("INSERT", '{"customer_id":"1"}'), ("INSERT", '{"customer_id":"2"}'), ("TRUNCATE", "{}"),
         ("INSERT", '{"customer_id":"1"}'), ("INSERT", '{"customer_id":"3"}'), ("UPDATE", '{"customer_id":"3"}'),
-        ("INSERT", '{"customer_id":"4"}'), ("TRUNCATE", "{}"), ("INSERT", '{"customer_id":"5"}')]
+        ("INSERT", '{"customer_id":"4"}'), ("TRUNCATE", "{}"), ("ALTER", json.dumps({"statement": PG_CHECK}, separators=(",", ":"))),
+        ("INSERT", '{"customer_id":"5"}')]
 
 
 def test_a_postgres_truncate_without_its_transaction_row_is_held(spark, truncated):
@@ -302,7 +304,8 @@ def test_an_added_column_a_declared_table_does_not_declare_stops_it_naming_the_d
 
 def test_once_declared_the_added_column_widens_the_replicas_with_nothing_lost(altered):
     assert altered.replica == altered.gold == {5: None, 6: 1}
-    assert altered.audit == [("ALTER", "{}"), ("INSERT", '{"customer_id":"6"}')]
+    assert altered.audit == [("ALTER", json.dumps({"statement": ADD_VIP}, separators=(",", ":"))),
+                             ("INSERT", '{"customer_id":"6"}')]
 
 
 @pytest.mark.parametrize(("query", "added", "dropped", "renamed"), [

@@ -137,13 +137,17 @@ SHADOW_CHANGES = Kind(
         Rule("in a <schema>.<table> folder", "`schema` IS NOT NULL AND `table` IS NOT NULL",
              "'not in a <schema>.<table> folder under shadow/'"),
         required(["txn_id", "op_ts", "op", "key"]),
-        # T: a TRUNCATE of the table (PostgreSQL's statement trigger), keyed {} (docs/capture.md).
-        Rule("known op", "`op` IS NULL OR `op` IN ('I', 'U', 'D', 'T')", "concat('unknown op ', `op`)"),
-        Rule("key names a column", "`key` IS NULL OR `op` <=> 'T' OR size(json_object_keys(`key`)) > 0",
+        # T: a TRUNCATE of the table, A: an ALTER TABLE (PostgreSQL's statement and event
+        # triggers), keyed {} (docs/capture.md).
+        Rule("known op", "`op` IS NULL OR `op` IN ('I', 'U', 'D', 'T', 'A')", "concat('unknown op ', `op`)"),
+        Rule("key names a column", "`key` IS NULL OR `op` IN ('T', 'A') OR size(json_object_keys(`key`)) > 0",
              "'key has no columns'"),
         Rule("truncate names no row",
              "coalesce(`op` <> 'T', true) OR (size(json_object_keys(`key`)) = 0 AND `values` IS NULL "
              "AND `old_key` IS NULL)", "'truncate with a key or values'"),
+        Rule("alter names its statement and no row",
+             "coalesce(`op` <> 'A', true) OR (size(json_object_keys(`key`)) = 0 AND `old_key` IS NULL "
+             "AND get_json_object(`values`, '$.statement') IS NOT NULL)", "'alter without its statement or with a key'"),
         Rule("insert and update carry values", "coalesce(`op` NOT IN ('I', 'U'), true) OR `values` IS NOT NULL",
              "concat('op ', `op`, ' without values')"),
         Rule("insert values carry the key",

@@ -10,7 +10,9 @@ time, and a deferred constraint trigger on the transaction table overwrites it w
 COMMIT (deferred triggers run while the transaction commits), so ``end_ts`` is the commit time
 unless a session forces deferred triggers early with ``SET CONSTRAINTS ALL IMMEDIATE``.
 A TRUNCATE fires a statement trigger on the same function: one change row of op ``T`` with key
-``{}`` (every row of the table goes; silver/truncates.py).
+``{}`` (every row of the table goes; silver/truncates.py). An ``ALTER TABLE`` of a captured table
+fires an event trigger (a superuser's): one change row of op ``A``, key ``{}``, values
+``{"statement": current_query()}`` (silver/schema_changes.py).
 User and role: ``session_user`` and the session's ``SET ROLE`` (``current_setting('role')``,
 null when no role is set). The function runs as its owner (SECURITY DEFINER, fixed
 search_path), so writers need no privilege on the capture schema and cannot forge its rows;
@@ -112,6 +114,45 @@ BEGIN
     RETURN NULL;
 END
 $fn$;
+
+CREATE OR REPLACE FUNCTION {S}._record_ddl() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    cmd    record;
+    reg    {S}._tables;
+    txn    xid8 := pg_current_xact_id();
+    op_at  timestamptz := clock_timestamp();
+    seq    bigint;
+BEGIN
+    FOR cmd IN SELECT DISTINCT objid FROM pg_event_trigger_ddl_commands()
+                WHERE command_tag = 'ALTER TABLE' AND classid = 'pg_class'::regclass LOOP
+        SELECT * INTO reg FROM {S}._tables WHERE relid = cmd.objid;
+        CONTINUE WHEN NOT FOUND;
+        INSERT INTO {S}._transactions AS t
+               (txn_id, end_ts, db_user, db_role, client, application, n_ops)
+        VALUES (txn, op_at, session_user, nullif(current_setting('role'), 'none'),
+                host(inet_client_addr()), nullif(current_setting('application_name'), ''), 1)
+        ON CONFLICT (txn_id) DO UPDATE SET n_ops = t.n_ops + 1, end_ts = EXCLUDED.end_ts
+        RETURNING t.n_ops INTO seq;
+        EXECUTE format('INSERT INTO {CAPTURE_SCHEMA}.%I (txn_id, op_ts, op_seq, op, key, old_key, "values") '
+                       'VALUES ($1, $2, $3, $4, $5, NULL, $6)', reg.shadow_table)
+          USING txn, op_at, seq, 'A', '{{}}'::json, json_build_object('statement', current_query());
+    END LOOP;
+END
+$fn$;
+
+-- Event triggers need a superuser: without one, ALTER TABLE is not captured (docs/capture.md).
+DO $do$
+BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        DROP EVENT TRIGGER IF EXISTS cdc_capture_ddl;
+        CREATE EVENT TRIGGER cdc_capture_ddl ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+            EXECUTE FUNCTION {S}._record_ddl();
+    ELSE
+        RAISE WARNING 'cdc_capture: % is no superuser: ALTER TABLE of captured tables is not captured', current_user;
+    END IF;
+END
+$do$;
 """
 
 

@@ -13,6 +13,8 @@ from cdc_lakehouse.gold import images, inputs
 from cdc_lakehouse.gold.commit_point import at_point
 from cdc_lakehouse.gold.replicas import table_changes
 from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
+from cdc_lakehouse.silver.schema_changes import ALTER
+from cdc_lakehouse.silver.truncates import TRUNCATE
 
 
 def applied() -> Column:
@@ -26,7 +28,7 @@ def watermarks(read, settings) -> DataFrame:
 
 # gold.audit_log is applied with AUTO CDC: one row per transaction and row, its latest recording.
 AUDIT_KEYS = ["txn_id", "source", "schema", "table", "key"]
-WHOLE_TABLE = "{}"  # the key of a TRUNCATE's audit row: no key, every row (AUTO CDC keys are never NULL)
+WHOLE_TABLE = "{}"  # the key of a TRUNCATE's audit row: the whole table (AUTO CDC keys are never NULL)
 
 
 def audit_log(read, settings) -> DataFrame:
@@ -65,7 +67,8 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
     )
     return with_images.select(
         "source", "schema", "table", F.lit(gold_table).alias("gold_table"),
-        F.coalesce("key", F.lit(WHOLE_TABLE)).alias("key"),
+        # An ALTER is keyed by its statement: a TRUNCATE and ALTERs of one transaction stay apart.
+        F.coalesce("key", F.when(op == ALTER, F.col("row")), F.lit(WHOLE_TABLE)).alias("key"),
         images.key_image(F.col("key"), filters).alias("key_values"),
         op.alias("operation"), "commit_ts", "txn_id", "sequence", "user", "role",
         F.col("__changed").alias("changed_columns"),
@@ -200,14 +203,19 @@ def changes_by_user_day(audit: DataFrame) -> DataFrame:
 
 
 def row_last_change(audit: DataFrame) -> DataFrame:
-    """``gold.audit_row_last_change``: per row, its last change and who made it."""
+    """``gold.audit_row_last_change``: per row, its last change and who made it. TRUNCATE and
+    ALTER rows name no row; a row whose table was truncated after its last change is gone."""
+    table = ["source", "schema", "table"]
     last = F.max_by(F.struct("gold_table", "key_values", "operation", "commit_ts", "txn_id", "user", "role",
-                             "changed_columns"), "sequence")
-    per_row = audit.groupBy("source", "schema", "table", "key").agg(
+                             "changed_columns", "sequence"), "sequence")
+    rows = audit.filter(~F.col("operation").isin(TRUNCATE, ALTER))
+    per_row = rows.groupBy(*table, "key").agg(
         last.alias("last"), F.count(F.lit(1)).alias("changes"), F.min("commit_ts").alias("first_commit_ts"),
     )
-    return per_row.select(
+    truncated = audit.filter(F.col("operation") == TRUNCATE).groupBy(*table).agg(F.max("sequence").alias("__truncated"))
+    untruncated = F.col("__truncated").isNull() | (F.col("last.sequence") > F.col("__truncated"))
+    return per_row.join(truncated, table, "left").select(
         "source", "schema", "table", "last.gold_table", "key", "last.key_values", "last.operation",
         "last.commit_ts", "last.txn_id", "last.user", "last.role", "last.changed_columns", "changes",
-        "first_commit_ts", (F.col("last.operation") != "DELETE").alias("row_exists"),
+        "first_commit_ts", ((F.col("last.operation") != "DELETE") & untruncated).alias("row_exists"),
     )

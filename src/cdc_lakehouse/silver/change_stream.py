@@ -20,7 +20,7 @@ def to_change_stream(net: DataFrame, origin: str, sequence) -> DataFrame:
         F.col("_source").alias("source"),
         F.col("schema"),
         F.col("table"),
-        F.when(F.col("op") != truncates.TRUNCATE, F.col("key")).alias("key"),  # a truncate names no row
+        F.when(~F.col("op").isin(truncates.TRUNCATE, schema_changes.ALTER), F.col("key")).alias("key"),  # no row
         F.col("op"),
         F.col("row"),
         F.col("before"),

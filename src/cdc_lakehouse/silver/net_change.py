@@ -1,7 +1,7 @@
 """Operations on one row inside one transaction -> one net change (CONTRACT §3).
 
 Input: one row per operation with ``op`` (I/U/D, or T: a shadow TRUNCATE of the table, keyed
-``{}``, silver/truncates.py), ``key`` (canonical key JSON, see keys.py),
+``{}``, silver/truncates.py, or A: an ALTER TABLE, silver/schema_changes.py), ``key`` (canonical key JSON, see keys.py),
 ``ord`` (the operation's order in its transaction), ``row`` (full image after the operation,
 JSON) and ``before`` (full image before it, JSON). Key-changing updates are split into a delete
 of the old key and an insert of the new one first. Impossible pairs are kept as anomalies on the
@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import keys
 
-OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE", "T": "TRUNCATE"}
+OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE", "T": "TRUNCATE", "A": "ALTER"}
 
 # (state, next op) -> (new state, which image is the row, anomaly). The row of a D is the
 # deleted image; "keep" leaves the state's row as it is.
@@ -38,6 +38,8 @@ _TRANSITIONS = [
     # Truncates are the rows of key {}: one or more of them in a transaction are one truncate.
     ("START", "T", "T", "none", None),
     ("T", "T", "T", "none", None),
+    # An ALTER TABLE is the row of a key of its own (silver/schema_changes.py); its row, the statement.
+    ("START", "A", "A", "row", None),
 ]
 
 

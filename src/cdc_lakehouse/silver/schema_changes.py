@@ -1,11 +1,13 @@
-"""ALTER TABLE at a binlog source: a change-stream row per statement that changes columns, and the
+"""ALTER TABLE at a source: a change-stream row per statement that changes columns, and the
 stop of a declared table whose declaration it breaks.
 
 A committed binlog ``ddl`` event whose statement is an ``ALTER TABLE`` that adds, drops or renames
 columns (``ADD [COLUMN]``, ``DROP [COLUMN]``, ``RENAME COLUMN a TO b``, ``CHANGE [COLUMN] a b``)
 becomes one change-stream row: op ``ALTER``, no key, ``row`` ``{"statement": <the DDL>}``, at its
-transaction's sequence (silver/truncates.py makes TRUNCATE rows the same way). No replica applies
-it as a change; the audit log shows it.
+transaction's sequence (silver/truncates.py makes TRUNCATE rows the same way). At a PostgreSQL
+shadow source an event trigger records each ALTER TABLE of a captured table as a change row of op
+``A`` (values ``{"statement": ...}``), which becomes the same row. No replica applies it as a
+change; the audit log shows it.
 
 A replica whose types are inferred takes the columns the row images show: an added column
 widens it at once, a dropped one is NULL in rows changed after the DDL, a renamed one continues
@@ -22,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver.declared_types import DeclaredTable
-from cdc_lakehouse.silver.truncates import TRUNCATE, is_truncate, statement_is
+from cdc_lakehouse.silver.truncates import SHADOW_ALTER, TRUNCATE, is_truncate, statement_is
 
 ALTER = "ALTER"
 STATEMENT_SCHEMA = "statement string"
@@ -91,6 +93,14 @@ def binlog_table_ddl(events: DataFrame, txns: DataFrame, txn_columns: list[str])
         F.lit(1).cast("long").alias("op_count"),
         F.col("end_lsn").alias("sequence"),
     )
+
+
+def with_statement_keys(ops: DataFrame) -> DataFrame:
+    """Shadow operations with each ALTER (op ``A``) keyed by its transaction and place in it: the
+    fold and the net change keep every statement a row of its own."""
+    place = F.coalesce(F.col("ord.op_seq").cast("string"), F.col("ord.op_ts").cast("string"))
+    statement_key = F.to_json(F.struct(F.concat_ws("/", F.col("txn_id"), place).alias("__statement")))
+    return ops.withColumn("key", F.when(F.col("op") == SHADOW_ALTER, statement_key).otherwise(F.col("key")))
 
 
 def stop_at_undeclared_change(table: DeclaredTable) -> Column:

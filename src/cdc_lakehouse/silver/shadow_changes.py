@@ -9,7 +9,8 @@ rounds until every chain of key changes is resolved.
 
 A PostgreSQL TRUNCATE is a change row of op ``T`` keyed ``{}``: the fold keeps it as that key's
 row, the table's truncates; the operations before it in its transaction become part of it
-(silver/truncates.py).
+(silver/truncates.py). An ALTER TABLE (op ``A``) is the row of a key of its own, its image the
+statement (silver/schema_changes.py).
 
 A row that entered the replica through a snapshot has no insert in the shadow history: the
 snapshot's corrective changes (full images, at the snapshot's place in commit order) are folded
@@ -23,7 +24,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze.json_text import exact_members
-from cdc_lakehouse.silver import arrivals, keys, net_change, truncates
+from cdc_lakehouse.silver import arrivals, keys, net_change, schema_changes, truncates
 
 # The streaming form (Databricks) cannot look at the data before planning: it plans this many
 # rounds, which rebuild chains of up to KEY_CHANGE_ROUNDS - 1 key changes, and marks the changes
@@ -40,7 +41,7 @@ _MERGE = (
     " map_filter({b}, (k, v) -> NOT map_contains_key(coalesce({a}, cast(map() as {t})), k)))"
 )
 _STEP = (
-    "CASE WHEN x.op = 'I' THEN x.vals WHEN x.op IN ('D', 'T') THEN CAST(NULL AS {t}) "
+    "CASE WHEN x.op IN ('I', 'A') THEN x.vals WHEN x.op IN ('D', 'T') THEN CAST(NULL AS {t}) "
     "WHEN x.rename_in THEN {merge_base} ELSE {merge_state} END"
 ).format(
     t=ROW_MAP,
@@ -90,7 +91,7 @@ def operations(changes: DataFrame, txns: DataFrame) -> DataFrame:
         # order the source wrote them.
         exact_members(F.col("values")).alias("vals"),
     )
-    ops = truncates.with_undone_in_truncates(ops)
+    ops = schema_changes.with_statement_keys(truncates.with_undone_in_truncates(ops))
     rename_in = (F.col("op") == "U") & F.col("old_key").isNotNull() & (F.col("old_key") != F.col("key"))
     ops = ops.withColumn("rename_in", F.coalesce(rename_in, F.lit(False))).withColumn("emit", F.lit(True))
     rename_out = ops.filter("rename_in").select(

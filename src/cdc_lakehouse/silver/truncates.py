@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 TRUNCATE = "TRUNCATE"
 SHADOW_OP = "T"
+SHADOW_ALTER = "A"  # an ALTER TABLE (silver/schema_changes.py), which a truncate does not undo
 # Microseconds a shadow truncate sits before its transaction's sequence. No other transaction
 # of the table commits in that microsecond: TRUNCATE holds the table's exclusive lock.
 SHADOW_TRUNCATE_LEAD = 1
@@ -41,7 +42,7 @@ def with_undone_in_truncates(ops: DataFrame) -> DataFrame:
     truncate: op T, key ``{}``, no values. The truncate undoes them, and they count among its
     operations (``op_count``), so every change row stays accounted for."""
     last = F.max(F.when(F.col("op") == SHADOW_OP, F.col("ord"))).over(Window.partitionBy("txn_id", "schema", "table"))
-    undone = F.coalesce(F.col("ord") < last, F.lit(False))
+    undone = F.coalesce((F.col("ord") < last) & (F.col("op") != SHADOW_ALTER), F.lit(False))  # DDL stays
     part = {"op": F.lit(SHADOW_OP), "key": F.lit("{}"), "old_key": F.lit(None), "vals": F.lit(None)}
     return ops.select(*[F.when(undone, part[c]).otherwise(F.col(c)).alias(c) if c in part else c for c in ops.columns])
 
