@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.bronze import binlog_position
+from cdc_lakehouse.gold import audit
 from cdc_lakehouse.gold.replicas import replica_as_of
 from cdc_lakehouse.capture.landing import table_folder
 from cdc_lakehouse.silver import change_stream, schema_changes, shadow_changes, shadow_held, truncates
@@ -348,3 +349,10 @@ def test_a_table_with_inferred_types_takes_an_alter_as_its_images_show(spark):
                      change(3, "t3", "INSERT", BOB.replace('"tier"', '"vip":1,"tier"')))
     typed = replica_changes(changes, keys=["customer_id"])
     assert sorted((r.customer_id, r.vip) for r in typed.collect()) == [(1, None), (2, 1)]
+
+
+def test_a_row_truncated_after_its_last_change_no_longer_exists_in_the_audit(truncated_stream):
+    rows = audit.row_last_change(audit.audit_rows(truncated_stream, customers_flow(), "gold.shop_pg_customers"))
+    # Bob was inserted again (5) before the second truncate (6), Ann again (7) after it.
+    assert sorted((r.key, r.operation, r.row_exists) for r in rows.collect()) == [
+        ('{"customer_id":"1"}', "INSERT", True), ('{"customer_id":"2"}', "INSERT", False)]
