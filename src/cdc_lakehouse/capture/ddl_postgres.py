@@ -61,18 +61,38 @@ DROP TRIGGER IF EXISTS stamp_commit ON {S}._transactions;
 CREATE CONSTRAINT TRIGGER stamp_commit AFTER INSERT ON {S}._transactions
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {S}._stamp_commit();
 
+-- One operation: counted in its transaction's row (the count is its op_seq), then written to
+-- the shadow table.
+CREATE OR REPLACE FUNCTION {S}._record_op(shadow text, op text, k json, old_k json, vals json) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    txn    xid8 := pg_current_xact_id();
+    op_at  timestamptz := clock_timestamp();
+    seq    bigint;
+BEGIN
+    INSERT INTO {S}._transactions AS t
+           (txn_id, end_ts, db_user, db_role, client, application, n_ops)
+    VALUES (txn, op_at, session_user, nullif(current_setting('role'), 'none'),
+            host(inet_client_addr()), nullif(current_setting('application_name'), ''), 1)
+    ON CONFLICT (txn_id) DO UPDATE SET n_ops = t.n_ops + 1, end_ts = EXCLUDED.end_ts
+    RETURNING t.n_ops INTO seq;
+
+    EXECUTE format('INSERT INTO {CAPTURE_SCHEMA}.%I (txn_id, op_ts, op_seq, op, key, old_key, "values") '
+                   'VALUES ($1, $2, $3, $4, $5, $6, $7)', shadow)
+      USING txn, op_at, seq, op, k, old_k, vals;
+END
+$fn$;
+REVOKE ALL ON FUNCTION {S}._record_op(text, text, json, json, json) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION {S}._record_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     reg    {S}._tables;
-    txn    xid8 := pg_current_xact_id();
-    op_at  timestamptz := clock_timestamp();
     new_j  json;
     old_j  json;
     k      json;
     old_k  json;
     vals   json;
-    seq    bigint;
 BEGIN
     SELECT * INTO reg FROM {S}._tables WHERE relid = TG_RELID;
     IF NOT FOUND THEN
@@ -101,16 +121,7 @@ BEGIN
         IF old_k::text = k::text THEN old_k := NULL; END IF;
     END IF;
 
-    INSERT INTO {S}._transactions AS t
-           (txn_id, end_ts, db_user, db_role, client, application, n_ops)
-    VALUES (txn, op_at, session_user, nullif(current_setting('role'), 'none'),
-            host(inet_client_addr()), nullif(current_setting('application_name'), ''), 1)
-    ON CONFLICT (txn_id) DO UPDATE SET n_ops = t.n_ops + 1, end_ts = EXCLUDED.end_ts
-    RETURNING t.n_ops INTO seq;
-
-    EXECUTE format('INSERT INTO {CAPTURE_SCHEMA}.%I (txn_id, op_ts, op_seq, op, key, old_key, "values") '
-                   'VALUES ($1, $2, $3, $4, $5, $6, $7)', reg.shadow_table)
-      USING txn, op_at, seq, left(TG_OP, 1), k, old_k, vals;
+    PERFORM {S}._record_op(reg.shadow_table, left(TG_OP, 1), k, old_k, vals);
     RETURN NULL;
 END
 $fn$;
@@ -120,23 +131,13 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     cmd    record;
     reg    {S}._tables;
-    txn    xid8 := pg_current_xact_id();
-    op_at  timestamptz := clock_timestamp();
-    seq    bigint;
 BEGIN
     FOR cmd IN SELECT DISTINCT objid FROM pg_event_trigger_ddl_commands()
                 WHERE command_tag = 'ALTER TABLE' AND classid = 'pg_class'::regclass LOOP
         SELECT * INTO reg FROM {S}._tables WHERE relid = cmd.objid;
         CONTINUE WHEN NOT FOUND;
-        INSERT INTO {S}._transactions AS t
-               (txn_id, end_ts, db_user, db_role, client, application, n_ops)
-        VALUES (txn, op_at, session_user, nullif(current_setting('role'), 'none'),
-                host(inet_client_addr()), nullif(current_setting('application_name'), ''), 1)
-        ON CONFLICT (txn_id) DO UPDATE SET n_ops = t.n_ops + 1, end_ts = EXCLUDED.end_ts
-        RETURNING t.n_ops INTO seq;
-        EXECUTE format('INSERT INTO {CAPTURE_SCHEMA}.%I (txn_id, op_ts, op_seq, op, key, old_key, "values") '
-                       'VALUES ($1, $2, $3, $4, $5, NULL, $6)', reg.shadow_table)
-          USING txn, op_at, seq, 'A', '{{}}'::json, json_build_object('statement', current_query());
+        PERFORM {S}._record_op(reg.shadow_table, 'A', '{{}}'::json, NULL,
+                               json_build_object('statement', current_query()));
     END LOOP;
 END
 $fn$;
