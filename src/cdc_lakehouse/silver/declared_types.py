@@ -51,13 +51,20 @@ class DeclaredTable:
     def key_schema(self) -> StructType:
         return StructType([f for f in self.schema.fields if f.name in self.keys])
 
+    def reaches(self, name: str) -> bool:
+        """Whether a column of this name reaches the replica (a key, else neither discarded nor
+        left out of the column_list)."""
+        return name in self.keys or (name not in self.ignored and (self.kept is None or name in self.kept))
+
+    def reaches_column(self, name: Column) -> Column:
+        """``reaches`` for a column name known only in the data (one a DDL statement names)."""
+        kept = F.lit(True) if self.kept is None else name.isin(*self.kept)
+        return name.isin(*self.keys) | (~name.isin(*self.ignored) & kept)
+
     @property
     def replicated_schema(self) -> StructType:
         """The declared columns that reach the replica: only their values must fit."""
-        def reaches(name: str) -> bool:
-            return name in self.keys or (name not in self.ignored and (self.kept is None or name in self.kept))
-
-        return StructType([f for f in self.schema.fields if reaches(f.name)])
+        return StructType([f for f in self.schema.fields if self.reaches(f.name)])
 
 
 def declared_table(flow) -> DeclaredTable | None:

@@ -107,21 +107,14 @@ def stop_at_undeclared_change(table: DeclaredTable) -> Column:
     """True for each change-stream row; raises, at an ALTER of ``table`` that its declaration does
     not follow, an error naming the statement, its transaction and what to declare."""
     statement = F.from_json(F.col("row"), STATEMENT_SCHEMA)["statement"]
-    declared = [f.name for f in table.replicated_schema.fields]
-    reaching = F.lit(declared)
+    declared = table.replicated_schema.names
 
-    def reaches(column: Column) -> Column:
-        ignored = F.lit(list(table.ignored) or [""])
-        kept = F.lit(list(table.kept)) if table.kept is not None else None
-        outside = F.array_contains(ignored, column)
-        if kept is not None:
-            outside = outside | ~F.array_contains(kept, column)
-        return ~outside
+    def undeclared(c: Column) -> Column:  # would reach the replica, which has no such column
+        return table.reaches_column(c) & ~c.isin(*declared)
 
-    added = F.filter(added_columns(statement), lambda c: reaches(c) & ~F.array_contains(reaching, c))
-    dropped = F.filter(dropped_columns(statement), lambda c: F.array_contains(reaching, c))
-    renamed = F.transform(F.filter(renamed_columns(statement), lambda p: F.array_contains(reaching, p["old"])
-                                   | (reaches(p["new"]) & ~F.array_contains(reaching, p["new"]))),
+    added = F.filter(added_columns(statement), undeclared)
+    dropped = F.filter(dropped_columns(statement), lambda c: c.isin(*declared))
+    renamed = F.transform(F.filter(renamed_columns(statement), lambda p: p["old"].isin(*declared) | undeclared(p["new"])),
                           lambda p: F.concat(p["old"], F.lit(" -> "), p["new"]))
     breaks = F.size(added) + F.size(dropped) + F.size(renamed) > 0
 
