@@ -17,6 +17,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from cdc_lakehouse.gold.cli import DASHBOARD_FILE
+
+# The schema the dashboard's datasets read from when they name a table alone: on Databricks the
+# bundle's dataset_schema (the target's gold schema), locally the lake's gold.
+DASHBOARD_SCHEMA = "gold"
 AGGREGATE = re.compile(r"^\s*(SUM|COUNT|COUNT_IF|AVG|MIN|MAX|MEDIAN|ANY_VALUE|COUNT_DISTINCT)\s*\(", re.IGNORECASE)
 CHARTS = ("bar", "line", "area", "scatter")
 
@@ -82,7 +86,7 @@ class LakeQueries:
     def rows(self, sql: str) -> tuple[list[str], list[dict]]:
         from cdc_lakehouse.runtime.catalog import rewrite
 
-        df = self.spark.sql(rewrite(sql, self.tables))
+        df = self.spark.sql(rewrite(sql, self.tables, default_schema=DASHBOARD_SCHEMA))
         return df.columns, [r.asDict() for r in df.collect()]
 
 

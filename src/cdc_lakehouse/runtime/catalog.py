@@ -35,12 +35,19 @@ def register_tables(spark: SparkSession, store) -> list[str]:
     return names
 
 
-def rewrite(query: str, tables: list[str]) -> str:
-    """``bronze.orders`` (or `bronze`.`orders`) -> the temp view of that table."""
+def rewrite(query: str, tables: list[str], default_schema: str | None = None) -> str:
+    """``bronze.orders`` (or `bronze`.`orders`) -> the temp view of that table.
+
+    With ``default_schema``, a table named alone after FROM or JOIN is taken from that schema,
+    as a Lakeview dataset with a ``dataset_schema`` reads it (the dashboard names gold tables
+    alone so that each deployment target's gold schema serves it)."""
     for name in sorted(tables, key=len, reverse=True):
         schema, table = name.split(".", 1)
         pattern = rf"(?<![\w.`])`?{re.escape(schema)}`?\.`?{re.escape(table)}`?(?![\w`])"
         query = re.sub(pattern, view_name(name), query)
+        if schema == default_schema:
+            alone = rf"(?i)(\b(?:FROM|JOIN)\s+)`?{re.escape(table)}`?(?![\w.`])"
+            query = re.sub(alone, lambda m, view=view_name(name): m.group(1) + view, query)
     return query
 
 
