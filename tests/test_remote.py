@@ -698,3 +698,15 @@ def test_resolve_pipeline_leaves_out_only_the_dev_prefix(workspace, w):
         pipelines.resolve_pipeline(w, "dev")
     with pytest.raises(pipelines.RemoteError, match="no pipeline given"):
         pipelines.resolve_pipeline(w, "")
+
+
+def test_cli_health_reads_the_targets_gold_schema(cli_env, capsys):
+    """A dev deployment's gold schema is dev_<user>_gold (resources/cdc_lakehouse.catalog.yml)."""
+    cli_env.add_table("cdc_dev.dev_alice_gold.replication_health", [("source", "STRING"), ("held", "LONG")],
+                      [["shop", 0]])
+    assert run_cli("remote", "health", "--warehouse-id", WAREHOUSE, "--catalog", "cdc_dev",
+                   "--gold-schema", "dev_alice_gold", "--json", "--poll-seconds", "0") == 0
+    assert json.loads(capsys.readouterr().out) == [{"source": "shop", "held": 0}]
+    assert run_cli("remote", "health", "--warehouse-id", WAREHOUSE, "--catalog", "cdc_dev",
+                   "--poll-seconds", "0") == 2  # prod's gold.replication_health is not dev's
+    assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err

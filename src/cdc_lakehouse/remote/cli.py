@@ -71,6 +71,9 @@ def add_remote_commands(subparsers) -> argparse.ArgumentParser:
                         help="SQL warehouse id (default: $DATABRICKS_WAREHOUSE_ID)")
     health.add_argument("--catalog", default=os.environ.get("CDC_LAKEHOUSE_CATALOG", "main"),
                         help="Unity Catalog catalog the pipeline publishes to (bundle variable `catalog`)")
+    health.add_argument("--gold-schema", default=os.environ.get("CDC_LAKEHOUSE_GOLD_SCHEMA", "gold"),
+                        help="the target's gold schema: gold in prod, dev_<user>_gold in a dev deployment "
+                             "(default: $CDC_LAKEHOUSE_GOLD_SCHEMA or gold)")
     health.add_argument("--table", default=None, help="[catalog.]schema.table (default: the gold health table)")
     health.add_argument("--limit", type=positive_int, default=1000)
     health.add_argument("--poll-seconds", type=non_negative_float, default=2.0,
@@ -151,6 +154,12 @@ def _follow(w, pipeline_id: str, update_id: str, args) -> int:
     return 0 if result.ok else 1
 
 
+def _health_table(args) -> str:
+    from cdc_lakehouse.remote.health import HEALTH_TABLE
+
+    return args.table or f"{args.gold_schema}.{HEALTH_TABLE}"
+
+
 def cmd_health(args) -> int:
     from cdc_lakehouse.remote import health
 
@@ -159,7 +168,7 @@ def cmd_health(args) -> int:
             raise ValueError("--warehouse-id is required (or set DATABRICKS_WAREHOUSE_ID)")
         w = _connect(args)
         result = health.health_summary(
-            w, args.warehouse_id, args.catalog, args.table or health.HEALTH_TABLE, limit=args.limit,
+            w, args.warehouse_id, args.catalog, _health_table(args), limit=args.limit,
             poll_seconds=args.poll_seconds,
         )
         if args.json:
@@ -169,7 +178,7 @@ def cmd_health(args) -> int:
 
         from cdc_lakehouse.console import stdout_console
 
-        table = Table(title=f"{args.catalog}.{args.table or health.HEALTH_TABLE}")
+        table = Table(title=f"{args.catalog}.{_health_table(args)}")
         for column in result.columns:
             table.add_column(column)
         for row in result.rows:

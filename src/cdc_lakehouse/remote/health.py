@@ -26,7 +26,7 @@ from databricks.sdk.service.sql import (
 
 # The table `remote health` prints by default: one row per source with replication lag, held
 # transactions, quarantined lines and anomalies (src/gold/health.py, docs/gold.md).
-HEALTH_TABLE = "gold.replication_health"
+HEALTH_TABLE = "replication_health"  # in the target's gold schema
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 WAIT = "30s"  # the documented range is 5s..50s (or 0s: return at once)
 RUNNING = frozenset({StatementState.PENDING, StatementState.RUNNING})
@@ -106,7 +106,7 @@ def health_summary(
     w: WorkspaceClient,
     warehouse_id: str,
     catalog: str,
-    table: str = HEALTH_TABLE,
+    table: str = f"gold.{HEALTH_TABLE}",
     *,
     limit: int = 1000,
     **kwargs,
