@@ -49,9 +49,14 @@ SCHEMA_FILE = REPO / "vendor" / "databricks-bundle-schema" / "jsonschema.json"
 PIPELINE_KEY = "cdc_lakehouse"
 LAYERS = ("bronze", "silver", "gold")
 CONFIG_KEYS = {
-    "cdc_lakehouse.landing_path": "landing_path",
-    "cdc_lakehouse.onboarding_file": "onboarding_file",
-    "cdc_lakehouse.env": "onboarding_env",
+    "cdc_lakehouse.onboarding_file": "${var.onboarding_file}",
+    "cdc_lakehouse.env": "${var.onboarding_env}",
+    # the target's schemas and landing volume: resources/cdc_lakehouse.catalog.yml
+    "cdc_lakehouse.bronze_schema": "${resources.schemas.bronze.name}",
+    "cdc_lakehouse.silver_schema": "${resources.schemas.silver.name}",
+    "cdc_lakehouse.gold_schema": "${resources.schemas.gold.name}",
+    "cdc_lakehouse.landing_path": "/Volumes/${var.catalog}/${resources.schemas.bronze.name}/"
+                                  "${resources.volumes.landing_volume.name}",
 }
 
 # Resource kind (key under `resources:`) -> model class exported by the public
@@ -331,7 +336,7 @@ def test_targets(bundle: dict[str, Any]) -> None:
 
 def test_variables_have_defaults(bundle: dict[str, Any]) -> None:
     variables = bundle["variables"]
-    assert {"catalog", "schema", "landing_path", "onboarding_file"} <= set(variables)
+    assert {"catalog", "bronze_schema", "silver_schema", "gold_schema", "onboarding_file"} <= set(variables)
     for name, spec in variables.items():
         assert "default" in spec or "lookup" in spec, f"variable {name!r} has no default"
     assert variables["onboarding_file"]["default"].endswith("/conf/onboarding.yml")
@@ -353,7 +358,7 @@ def test_every_var_reference_is_declared(bundle: dict[str, Any]) -> None:
 def test_pipeline_settings(pipeline: dict[str, Any]) -> None:
     assert pipeline["serverless"] is True
     assert pipeline["catalog"] == "${var.catalog}"
-    assert pipeline["schema"] == "${var.schema}"
+    assert pipeline["schema"] == "${resources.schemas.gold.name}"
     assert "target" not in pipeline, "use `schema`, `target` is deprecated"
     assert pipeline.get("continuous") is False, "the silver change stream's streaming form needs triggered updates"
     assert "${bundle.target}" in pipeline["name"]
@@ -372,8 +377,8 @@ def test_pipeline_globs_cover_layers(pipeline_file: Path, pipeline: dict[str, An
 
 def test_pipeline_configuration(pipeline: dict[str, Any]) -> None:
     conf = pipeline["configuration"]
-    for key, var in CONFIG_KEYS.items():
-        assert conf.get(key) == f"${{var.{var}}}", f"configuration[{key!r}] must pass ${{var.{var}}}"
+    for key, value in CONFIG_KEYS.items():
+        assert conf.get(key) == value, f"configuration[{key!r}] must pass {value}"
 
 
 def test_pipeline_environment_pins(pipeline: dict[str, Any]) -> None:
@@ -483,6 +488,8 @@ def target_variables(target: str) -> dict[str, Any]:
         # A lookup resolves to an id at deploy time; any id-like string stands in for it here.
         values[name] = spec["default"] if "default" in spec else f"lookup-{name}-0123456789"
     for name, value in ((root.get("targets") or {}).get(target) or {}).get("variables", {}).items():
+        if isinstance(value, dict) and "lookup" in value:
+            value = {"default": f"lookup-{name}-0123456789"}
         values[name] = value["default"] if isinstance(value, dict) and "default" in value else value
     for _ in range(5):  # defaults may refer to other variables
         values = {k: _substitute(v, values) for k, v in values.items()}
@@ -706,14 +713,15 @@ def test_dashboard_file_is_a_valid_lakeview_dashboard() -> None:
             assert file.is_file() and file.name.endswith(".lvdash.json"), f"{key}: {file}"
             assert dashboard["warehouse_id"] == "${var.warehouse_id}"
             assert dashboard.get("dataset_catalog") == "${var.catalog}"
+            assert dashboard.get("dataset_schema") == "${resources.schemas.gold.name}"
             content = json.loads(file.read_text(encoding="utf-8"))
             datasets = {d["name"]: d for d in content["datasets"]}
             assert datasets and content["pages"], f"{key}: needs datasets and at least one page"
             for dataset in datasets.values():
                 sql = dataset.get("query") or "".join(dataset.get("queryLines") or [])
                 assert sql.strip(), f"{key}: dataset {dataset['name']} has no query"
-                # Names are <schema>.<table>: dataset_catalog supplies the catalog per target.
-                assert not re.search(r"\b(main|cdc_dev|cdc_prod)\.", sql), f"hard-coded catalog in {dataset['name']}"
+                # Tables are named alone: dataset_catalog and dataset_schema are the target's.
+                assert not re.search(r"\b(main|bronze|silver|gold)\.", sql), f"hard-coded schema in {dataset['name']}"
             for page in content["pages"]:
                 assert page["name"] and page["layout"]
                 for item in page["layout"]:
@@ -749,3 +757,98 @@ def test_dangling_resource_reference_is_found() -> None:
     data = {"resources": {"jobs": {"j": {"tasks": [{"task_key": "t", "dashboard_task": {
         "dashboard_id": "${resources.dashboards.nope.id}"}}]}}}}
     assert resource_refs(data) == {("dashboards", "nope", "id")}
+
+
+# ------------------------------------------------------------------- names per deployment
+
+WORKSPACE_REF = re.compile(r"\$\{workspace\.current_user\.(short_name|userName)\}")
+RESOURCE_NAME_REF = re.compile(r"\$\{resources\.(schemas|volumes)\.([A-Za-z0-9_]+)\.name\}")
+
+
+def dev_schema_prefix(short_name: str) -> str:
+    """What development mode puts before a schema's name: the CLI's name prefix
+    ``[dev <short_name>] `` normalized for Unity Catalog (``normalizePrefix`` in
+    bundle/config/mutator/resourcemutator/apply_presets.go of databricks/cli)."""
+    return "dev_" + re.sub(r"[^\w]", "_", short_name) + "_"
+
+
+def deployed(target: str, short_name: str) -> dict[str, Any]:
+    """The bundle as ``databricks bundle deploy -t target`` by ``short_name`` deploys it: the
+    development-mode prefix on schema names, then every schema, volume and user reference
+    resolved."""
+    merged = bundle_for_target(target)
+    user = {"short_name": short_name, "userName": f"{short_name}@example.com"}
+    merged = json.loads(WORKSPACE_REF.sub(lambda m: user[m.group(1)], json.dumps(merged)))
+    mode = _load(BUNDLE_FILE)["targets"][target].get("mode")
+    prefix = dev_schema_prefix(short_name) if mode == "development" else ""
+    names = {"schemas": {k: prefix + v["name"] for k, v in merged["resources"]["schemas"].items()},
+             "volumes": {k: v["name"] for k, v in merged["resources"]["volumes"].items()}}
+    resolved = RESOURCE_NAME_REF.sub(lambda m: names[m.group(1)][m.group(2)], json.dumps(merged))
+    merged = json.loads(resolved)
+    for key, name in names["schemas"].items():
+        merged["resources"]["schemas"][key]["name"] = name
+    return merged
+
+
+def published_tables(bundle: dict[str, Any]) -> set[str]:
+    """<catalog>.<schema>.<table> of a few tables of each layer, as the pipeline's settings name them."""
+    pipeline = bundle["resources"]["pipelines"][PIPELINE_KEY]
+    conf = pipeline["configuration"]
+    tables = {"bronze": "shop_binlog_events", "silver": "shop_orders", "gold": "audit_log"}
+    return {f"{pipeline['catalog']}.{conf[f'cdc_lakehouse.{layer}_schema']}.{table}" for layer, table in tables.items()}
+
+
+def test_prod_and_each_developers_dev_publish_disjoint_tables() -> None:
+    deployments = {("prod", "ops"), ("dev", "alice"), ("dev", "bob")}
+    tables = {(target, user): published_tables(deployed(target, user)) for target, user in deployments}
+    assert tables[("prod", "ops")] == {"main.bronze.shop_binlog_events", "main.silver.shop_orders", "main.gold.audit_log"}
+    assert tables[("dev", "alice")] == {"main.dev_alice_bronze.shop_binlog_events", "main.dev_alice_silver.shop_orders",
+                                        "main.dev_alice_gold.audit_log"}
+    for one in deployments:
+        for other in deployments - {one}:
+            assert not tables[one] & tables[other], f"{one} and {other} publish the same tables"
+
+
+@pytest.mark.parametrize("target,user", [("prod", "ops"), ("dev", "alice")])
+def test_job_dashboard_and_landing_follow_the_deployments_schemas(target: str, user: str) -> None:
+    bundle = deployed(target, user)
+    resources = bundle["resources"]
+    schemas = {key: spec["name"] for key, spec in resources["schemas"].items()}
+    conf = resources["pipelines"][PIPELINE_KEY]["configuration"]
+    assert {layer: conf[f"cdc_lakehouse.{layer}_schema"] for layer in LAYERS} == schemas
+    landing = f"/Volumes/main/{schemas['bronze']}/landing"
+    assert conf["cdc_lakehouse.landing_path"] == landing
+    assert resources["volumes"]["landing_volume"]["schema_name"] == schemas["bronze"]
+    for task in resources["jobs"][JOB_KEY]["tasks"]:
+        params = (task.get("python_wheel_task") or {}).get("parameters")
+        if params:
+            flags = dict(zip(params[::1], params[1:]))
+            assert (flags["--landing"], flags["--bronze-schema"], flags["--silver-schema"]) == (
+                landing, schemas["bronze"], schemas["silver"]), task["task_key"]
+    dashboard = resources["dashboards"][DASHBOARD_KEY]
+    assert (dashboard["dataset_catalog"], dashboard["dataset_schema"]) == ("main", schemas["gold"])
+    event_log = resources["pipelines"][PIPELINE_KEY]["event_log"]
+    assert (event_log["catalog"], event_log["schema"]) == ("main", schemas["gold"])
+
+
+def test_unity_catalog_objects_are_bundle_resources_with_grants() -> None:
+    """A first deploy creates the schemas and the landing volume: no SQL by hand."""
+    prod = deployed("prod", "ops")["resources"]
+    assert set(prod["schemas"]) == set(LAYERS)
+    grants = {key: {(g["principal"], p) for g in spec["grants"] for p in g["privileges"]}
+              for key, spec in {**prod["schemas"], **prod["volumes"]}.items()}
+    assert grants["gold"] >= {("data-engineers", "ALL_PRIVILEGES"), ("users", "SELECT"), ("users", "USE_SCHEMA")}
+    assert grants["landing_volume"] == {("data-engineers", "READ_VOLUME"), ("data-engineers", "WRITE_VOLUME")}
+    dev = deployed("dev", "alice")["resources"]
+    principals = {g["principal"] for spec in {**dev["schemas"], **dev["volumes"]}.values() for g in spec["grants"]}
+    assert principals == {"alice@example.com"}, "a dev copy is its developer's alone"
+
+
+def test_production_runs_as_a_service_principal_and_reports_failures() -> None:
+    prod, dev = bundle_for_target("prod"), bundle_for_target("dev")
+    assert prod["run_as"] == {"service_principal_name": "lookup-service_principal-0123456789"}
+    assert "run_as" not in dev
+    spec = _load(BUNDLE_FILE)["targets"]["prod"]["variables"]["service_principal"]
+    assert spec == {"lookup": {"service_principal": "cdc-lakehouse-prod"}}
+    notifications = prod["resources"]["pipelines"][PIPELINE_KEY]["notifications"]
+    assert {"on-update-failure", "on-flow-failure"} <= {a for n in notifications for a in n["alerts"]}

@@ -31,11 +31,16 @@ REPO = Path(__file__).resolve().parents[1]
 PIPELINE_YML = REPO / "resources" / "cdc_lakehouse.pipeline.yml"
 PIPELINE = yaml.safe_load(PIPELINE_YML.read_text(encoding="utf-8"))["resources"]["pipelines"]["cdc_lakehouse"]
 LOCAL_VALUES = {  # what ${var.X} means for a local run
-    "landing_path": str(REPO / "fixtures" / "landing"),
     "onboarding_file": str(REPO / "conf" / "onboarding.yml"),
     "onboarding_env": "dev",
 }
+# The bundle's landing volume (resources/cdc_lakehouse.catalog.yml) is fixtures/landing locally.
+LOCAL_LANDING = str(REPO / "fixtures" / "landing")
 LAYERS = ("bronze", "silver", "gold")
+# Each layer's schema is a bundle resource; a production deploy with the default variables names
+# them as the local lake does. The keys have defaults, so they are checked by where tables go.
+SCHEMA_KEYS = {f"cdc_lakehouse.{layer}_schema": layer for layer in LAYERS}
+SCHEMA_RESOURCE = re.compile(r"\$\{resources\.schemas\.(\w+)\.name\}")
 # Configuration keys read with a default (settings.py): the onboarding environment is `dev`.
 DEFAULTED = {"cdc_lakehouse.env": "nosuch"}
 
@@ -63,12 +68,15 @@ def loader_sources() -> list[str]:
 def databricks_configuration(drop: str | None = None) -> dict[str, str]:
     configuration = {}
     for key, value in PIPELINE["configuration"].items():
+        if key == "cdc_lakehouse.landing_path":
+            value = LOCAL_LANDING
+
         def resolve(match: re.Match) -> str:
             name = match.group(1)
             assert name in LOCAL_VALUES, f"configuration[{key!r}] uses ${{var.{name}}}: give it a local value"
             return LOCAL_VALUES[name]
 
-        resolved = re.sub(r"\$\{var\.([A-Za-z0-9_-]+)\}", resolve, str(value))
+        resolved = re.sub(r"\$\{var\.([A-Za-z0-9_-]+)\}", resolve, SCHEMA_RESOURCE.sub(r"\1", str(value)))
         assert "${" not in resolved, f"configuration[{key!r}] = {value!r} cannot be resolved locally"
         if key != drop:
             configuration[key] = resolved
@@ -203,7 +211,20 @@ def test_pipeline_files_load_with_databricks_configuration(spark) -> None:
     assert declared_in <= {f.resolve() for f in FILES}
 
 
-@pytest.mark.parametrize("key", sorted(PIPELINE["configuration"]))
+def test_each_layers_tables_are_in_the_schema_the_configuration_names(spark) -> None:
+    """A dev deployment's schemas are dev_<user>_<layer>: every table follows them."""
+    from cdc_lakehouse.runtime.loader import load_pipeline
+    from cdc_lakehouse.runtime.runner import pipeline_configuration
+
+    renamed = {key: f"dev_alice_{layer}" for key, layer in SCHEMA_KEYS.items()}
+    assert set(renamed) <= set(PIPELINE["configuration"]), "the bundle passes every layer's schema"
+    with pipeline_configuration(spark, {**databricks_configuration(), **renamed}):
+        graph = load_pipeline(spark, loader_sources())
+    schemas = {name.split(".")[0] for name in graph.datasets if "." in name}
+    assert schemas == set(renamed.values())
+
+
+@pytest.mark.parametrize("key", sorted(set(PIPELINE["configuration"]) - set(SCHEMA_KEYS)))
 def test_each_configuration_key_is_read_from_the_pipeline_configuration(spark, key: str) -> None:
     from cdc_lakehouse.runtime.loader import load_pipeline
     from cdc_lakehouse.runtime.runner import pipeline_configuration

@@ -27,18 +27,22 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}
 
 
 class UnityCatalogLake:
-    """Tables of the deployed pipeline: ``<catalog>.<schema>.<table>``."""
+    """Tables of the deployed pipeline: ``<catalog>.<schema prefix><schema>.<table>`` (a dev
+    deployment's schemas are ``dev_<user>_bronze``, ...: resources/cdc_lakehouse.catalog.yml)."""
 
-    def __init__(self, spark, catalog: str, event_log: str = "", pipeline_id: str = ""):
+    def __init__(self, spark, catalog: str, event_log: str = "", pipeline_id: str = "", schema_prefix: str = ""):
+        if schema_prefix and not re.fullmatch(r"[A-Za-z0-9_]+", schema_prefix):
+            raise ValueError(f"not a schema prefix: {schema_prefix!r}")
         for name in (catalog, event_log):
             if name and not IDENTIFIER.match(name):
                 raise ValueError(f"not a Unity Catalog name: {name!r}")
         if pipeline_id and not re.fullmatch(r"[0-9a-fA-F-]{36}", pipeline_id):
             raise ValueError(f"not a pipeline id: {pipeline_id!r}")
         self.spark, self.catalog, self.event_log, self.pipeline_id = spark, catalog, event_log, pipeline_id
+        self.schema_prefix = schema_prefix
 
     def table(self, name: str) -> DataFrame:
-        return self.spark.table(f"{self.catalog}.{name}")
+        return self.spark.table(f"{self.catalog}.{self.schema_prefix}{name}")
 
     def flow_progress(self) -> DataFrame:
         if self.event_log:
@@ -96,11 +100,11 @@ def csv(text: str) -> list[str]:
 def workspace_lake(spark, dbutils):
     """The lake and sources a notebook run in the workspace is pointed at, from its widgets
     (``nutter run ... --notebook_params '{"catalog": "main", ...}'`` sets them)."""
-    defaults = {"catalog": "main", "event_log": "", "pipeline_id": "",
+    defaults = {"catalog": "main", "schema_prefix": "", "event_log": "", "pipeline_id": "",
                 "binlog_sources": "shop", "shadow_sources": "shop_pg"}
     for name, default in defaults.items():
         dbutils.widgets.text(name, default)
     get = dbutils.widgets.get
-    lake = UnityCatalogLake(spark, get("catalog"), get("event_log"), get("pipeline_id"))
+    lake = UnityCatalogLake(spark, get("catalog"), get("event_log"), get("pipeline_id"), get("schema_prefix"))
     return lake, {"binlog_sources": csv(get("binlog_sources")), "shadow_sources": csv(get("shadow_sources"))}
 

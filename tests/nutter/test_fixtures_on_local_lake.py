@@ -30,20 +30,28 @@ def is_notebook(path: Path) -> bool:
 
 
 NOTEBOOKS = sorted(p for p in HERE.glob("test_*.py") if is_notebook(p))
-LOCAL_VALUES = {"landing_path": str(REPO / "fixtures" / "landing"), "onboarding_file": str(REPO / "conf" / "onboarding.yml"),
-                "onboarding_env": "dev"}
+LOCAL_VALUES = {"onboarding_file": str(REPO / "conf" / "onboarding.yml"), "onboarding_env": "dev"}
+# The bundle's landing volume holds what fixtures/landing holds locally.
+LOCAL_LANDING = str(REPO / "fixtures" / "landing")
 
 
 def pipeline_configuration() -> dict[str, str]:
-    """The configuration keys resources/cdc_lakehouse.pipeline.yml passes, ${var.*} made local."""
+    """The configuration keys resources/cdc_lakehouse.pipeline.yml passes, made local: ${var.*}
+    from LOCAL_VALUES, each layer's schema resource named as a production deploy with the default
+    variables names it (bronze, silver, gold: the local lake's schemas), the landing volume."""
     import re
 
     import yaml
 
     spec = yaml.safe_load((REPO / "resources" / "cdc_lakehouse.pipeline.yml").read_text(encoding="utf-8"))
     configuration = spec["resources"]["pipelines"]["cdc_lakehouse"]["configuration"]
-    return {key: re.sub(r"\$\{var\.(\w+)\}", lambda m: LOCAL_VALUES[m.group(1)], str(value))
-            for key, value in configuration.items()}
+
+    def local(value: str) -> str:
+        value = re.sub(r"\$\{resources\.schemas\.(\w+)\.name\}", lambda m: m.group(1), value)
+        return re.sub(r"\$\{var\.(\w+)\}", lambda m: LOCAL_VALUES[m.group(1)], value)
+
+    local_configuration = {key: local(str(value)) for key, value in configuration.items() if key != "cdc_lakehouse.landing_path"}
+    return {"cdc_lakehouse.landing_path": LOCAL_LANDING, **local_configuration}
 
 SOURCES = {"binlog_sources": ["shop"], "shadow_sources": ["shop_pg"]}
 
@@ -79,6 +87,9 @@ def test_the_bundle_configuration_is_the_demo_run_configuration() -> None:
         "cdc_lakehouse.landing_path": str(Path(demo.landing).resolve()),
         "cdc_lakehouse.onboarding_file": str(Path(demo.config).resolve()),
         "cdc_lakehouse.env": demo.env,
+        # the CLI's defaults, PipelineSettings', and the bundle's schema resources in prod
+        "cdc_lakehouse.bronze_schema": "bronze", "cdc_lakehouse.silver_schema": "silver",
+        "cdc_lakehouse.gold_schema": "gold",
     }
 
 
