@@ -24,7 +24,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver.apply_policy import ANOMALY_COLUMNS, anomalies
 from cdc_lakehouse.silver.replica_input import replica_changes
-from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA
+from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, demo_flows, write_jsonl
 

@@ -9,7 +9,7 @@ from live import fixtures
 from live.replay import read_jsonl
 
 from cdc_lakehouse.capture import ddl_mariadb, ddl_postgres
-from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.contract.landing import table_folder
 from cdc_lakehouse.capture.shadow_export import export_once
 from cdc_lakehouse.capture.sqlquote import TableName, UnsafeName, my_ident, my_string, pg_ident, pg_literal
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import _parse_datatype_string
 
 from cdc_lakehouse.capture.cli import add_capture_commands
-from cdc_lakehouse.capture.landing import to_json
+from cdc_lakehouse.contract.landing import to_json
 from cdc_lakehouse.capture.schema_ddl import SourceColumn, spark_type
 from cdc_lakehouse.capture.sqlquote import my_ident
 from cdc_lakehouse.silver.declared_types import as_text, misfit_fields

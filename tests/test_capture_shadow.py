@@ -16,7 +16,7 @@ from live.replay import read_jsonl
 
 from cdc_lakehouse.capture import ddl_mariadb, ddl_postgres
 from cdc_lakehouse.capture.connect import connect
-from cdc_lakehouse.capture.landing import publish
+from cdc_lakehouse.contract.publication import publish
 from cdc_lakehouse.capture.shadow_export import ShadowExporter, export_once
 from cdc_lakehouse.capture.shadow_readers import MariaDBShadowReader, PostgresShadowReader
 from cdc_lakehouse.capture.sqlquote import TableName, my_ident, pg_ident

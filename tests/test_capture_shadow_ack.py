@@ -20,7 +20,7 @@ from live import fixtures
 from test_capture_shadow import Dialect, _landed
 
 from cdc_lakehouse.capture.cli import add_capture_commands
-from cdc_lakehouse.capture.landing import publish
+from cdc_lakehouse.contract.publication import publish
 from cdc_lakehouse.capture.shadow_export import ShadowExporter, export_once
 from cdc_lakehouse.capture.shadow_ledger import LEDGER_FOLDER, Ledger, parse_ts
 from cdc_lakehouse.capture.state import STATE_FOLDER

@@ -21,7 +21,7 @@ from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
-from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA
+from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA
 from cdc_lakehouse.storage import DeltaRsStore
 from test_snapshot_support import SILVER_SOURCES, Binlog, products_onboarding, reconcile, run, write_snapshot
 

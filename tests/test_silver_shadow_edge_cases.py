@@ -18,7 +18,7 @@ import pytest
 import yaml
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.contract.landing import table_folder
 from cdc_lakehouse.storage import DeltaRsStore
 from silver_support import run_project
 

@@ -32,7 +32,7 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.contract.landing import table_folder
 from cdc_lakehouse.silver import shadow_changes, shadow_held, shadow_transactions
 from cdc_lakehouse.silver.change_stream import shadow_change_batch
 from cdc_lakehouse.silver.transactions_table import shadow_transactions_table

@@ -22,7 +22,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.gold import audit
 from cdc_lakehouse.gold.replicas import replica_as_of
-from cdc_lakehouse.capture.landing import table_folder
+from cdc_lakehouse.contract.landing import table_folder
 from cdc_lakehouse.silver import change_stream, schema_changes, shadow_changes, shadow_held, truncates
 from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies

@@ -8,7 +8,7 @@ import dlt
 
 from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.settings import PipelineSettings
-from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, FILE_FILTER, READ_OPTIONS, corrections_uri
+from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA, FILE_FILTER, READ_OPTIONS, corrections_uri
 
 settings = PipelineSettings.from_spark(spark)
 

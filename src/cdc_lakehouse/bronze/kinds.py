@@ -53,7 +53,7 @@ def _names(fields: tuple[Field, ...]) -> list[str]:
 
 def _folder(pattern: str, group: int) -> Column:
     """A part of the file's folder name, as the source names it: the file path is a URI
-    (``%20`` for a space), and the capture %-escapes the name itself (capture/landing.py)."""
+    (``%20`` for a space), and the capture %-escapes the name itself (contract/landing.py)."""
     return F.nullif(_unescape(_unescape(F.regexp_extract("_source_file", pattern, group))), F.lit(""))
 
 

@@ -23,12 +23,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdc_lakehouse.contract.landing import source_dir, to_json
+from cdc_lakehouse.contract.publication import remove_orphans, write_file
+
 from . import binlog_epoch
 from . import state as state_file
 from .binlog_epoch import Mark, continue_or_restart
 from .binlog_events import STREAM_EVENTS, Assembler, Position, Transaction
 from .event_buffer import DEFAULT_BUFFER_BYTES, EventBuffer
-from .landing import remove_orphans, source_dir, to_json, write_file
 from .ddl_mariadb import MARKER_TABLE
 from .sqlquote import CAPTURE_SCHEMA, my_ident
 

@@ -24,7 +24,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from .ddl_mariadb import MARKER_TABLE
 from .event_buffer import EventBuffer
-from .landing import to_json
+from cdc_lakehouse.contract.landing import to_json
 from .sqlquote import CAPTURE_SCHEMA
 
 FIELDS = ("server_id", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", "schema", "table",

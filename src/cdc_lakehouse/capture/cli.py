@@ -156,7 +156,7 @@ def cmd_schema_ddl(args) -> int:
 
 
 def _write_ddls(ddls: dict, out: Path | None, out_dir: Path | None) -> None:
-    from .landing import table_folder
+    from cdc_lakehouse.contract.landing import table_folder
 
     for table, ddl in ddls.items():
         path = out or out_dir / f"{table_folder(table.schema, table.table)}.ddl"

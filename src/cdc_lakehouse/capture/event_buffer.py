@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from .landing import TMP_PREFIX
+from cdc_lakehouse.contract.publication import TMP_PREFIX
 
 UNBOUNDED = -1
 DEFAULT_BUFFER_BYTES = 64 * 2**20  # what binlog capture holds in memory

@@ -2,7 +2,7 @@
 ``source_details.source_schema_path`` names (docs/onboarding.md, "Column types").
 
 Each source type maps to the Spark type that holds every value the capture writes for it
-(capture/landing.py): exact numbers stay exact, dates and times are typed, and what Spark has
+(contract/landing.py): exact numbers stay exact, dates and times are typed, and what Spark has
 no faithful type for (TIME, INTERVAL, BIT, JSON, arrays, enums) stays STRING, as the landing
 files carry it.
 """

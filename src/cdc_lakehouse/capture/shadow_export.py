@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cdc_lakehouse.contract.landing import source_dir, table_folder, to_json
+from cdc_lakehouse.contract.publication import publish, remove_orphans, write_temp
+
 from . import state as state_file
-from .landing import publish, remove_orphans, source_dir, table_folder, to_json, write_temp
 from .shadow_ledger import LEDGER_FOLDER, Ledger, read_ack, record_of
 from .shadow_readers import Batch
 

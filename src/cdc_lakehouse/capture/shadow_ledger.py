@@ -24,17 +24,13 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cdc_lakehouse.contract.landing import ack_path
+from cdc_lakehouse.contract.publication import fsync_dir, remove_orphans
+
 from . import state as state_file
-from .landing import fsync_dir, remove_orphans, source_dir
 from .shadow_readers import Batch, Ranges
 
-ACK_FILE = "_ack.json"
 LEDGER_FOLDER = "shadow-exported"
-
-
-def ack_path(landing, source: str) -> Path:
-    """Where housekeeping writes the acknowledgement this side reads."""
-    return source_dir(landing, source) / ACK_FILE
 
 
 def read_ack(landing, source: str) -> datetime | None:

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from .landing import iso_utc
+from cdc_lakehouse.contract.landing import iso_utc
 from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, pg_ident
 
 Ranges = dict[str, list[list[int]]]  # shadow table -> sorted, disjoint [first id, last id]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .landing import publish, write_temp
+from cdc_lakehouse.contract.publication import publish, write_temp
 
 STATE_FOLDER = ".capture"  # hidden: pipeline readers skip names starting with "."
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import inputs, schemas
 from cdc_lakehouse.silver.binlog_transactions import HELD
-from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
+from cdc_lakehouse.contract.corrections import ORIGIN as SNAPSHOT_ORIGIN
 
 POINT = "__commit_point"
 POINT_DDL = f"source STRING, sequence {schemas.SEQUENCE}"

@@ -27,8 +27,8 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 # The capture side reads the acknowledgement: it owns the file's name and place.
-from cdc_lakehouse.capture.shadow_ledger import ack_path
-from cdc_lakehouse.snapshot.ledger import write_atomically
+from cdc_lakehouse.contract.landing import ack_path
+from cdc_lakehouse.contract.publication import write_atomically
 
 
 def shadow_ack(store, source: str, bronze: str = "bronze", silver: str = "silver") -> dict | None:

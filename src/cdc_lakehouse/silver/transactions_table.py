@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.snapshot.stream import ORIGIN as SNAPSHOT_ORIGIN
+from cdc_lakehouse.contract.corrections import ORIGIN as SNAPSHOT_ORIGIN
 
 
 def change_counts(changes: DataFrame) -> DataFrame:

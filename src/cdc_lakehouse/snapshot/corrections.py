@@ -17,9 +17,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.snapshot.ledger import publish_file
+from cdc_lakehouse.contract.publication import publish_new
 from cdc_lakehouse.snapshot.sequence import Sequence, txn_id
-from cdc_lakehouse.snapshot.stream import CHANGE_STREAM_SCHEMA, ORIGIN, READ_OPTIONS, TIMESTAMP_FORMAT
+from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA, ORIGIN, READ_OPTIONS, TIMESTAMP_FORMAT
 
 USER = ROLE = "snapshot"
 
@@ -54,7 +54,7 @@ def write_jsonl(changes: DataFrame, final: Path) -> int:
         changes.select(F.to_json(F.struct(*changes.columns), options).alias("value")).write.text(str(work))
         tmp = final.parent / f".{final.stem}.{uuid.uuid4().hex}.tmp"
         lines = _concatenate(sorted(work.glob("part-*")), tmp)
-        publish_file(tmp, final)
+        publish_new(tmp, final)
         return lines
     finally:
         shutil.rmtree(work, ignore_errors=True)

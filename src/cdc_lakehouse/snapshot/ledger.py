@@ -16,12 +16,11 @@ sequence used, and for a quarantined snapshot the reason.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cdc_lakehouse.capture.landing import publish, write_temp
-from cdc_lakehouse.snapshot.stream import CORRECTIONS
+from cdc_lakehouse.contract.publication import write_atomically
+from cdc_lakehouse.contract.corrections import CORRECTIONS
 
 ARCHIVE = "_archive"
 RECONCILED, QUARANTINED, SKIPPED = "reconciled", "quarantined", "skipped"
@@ -68,20 +67,6 @@ class Ledger:
                   "recorded_at": _now(), **details}
         write_atomically(self.status_file(table, snapshot_id), json.dumps(record, indent=1, default=str))
         return record
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    publish(write_temp(path.parent, [text]), path)
-
-
-def publish_file(tmp: Path, final: Path) -> None:
-    """Rename a durable file into place (same folder), never over an existing one."""
-    if final.exists():
-        raise FileExistsError(f"{final} exists: corrections are never rewritten")
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    publish(tmp, final)
 
 
 def _now() -> str:

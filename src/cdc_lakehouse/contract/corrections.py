@@ -1,4 +1,4 @@
-"""What the pipeline needs to read snapshot corrections: where they land and their schema.
+"""Snapshot corrections in the landing (CONTRACT §5): where they land, their lines' schema and origin.
 
 Imported by ``src/silver/snapshot_corrections.py``, so it imports nothing a serverless
 pipeline lacks (no delta-rs, no capture code).

@@ -1,24 +1,17 @@
-"""Landing files (CONTRACT §2): where they go, how values are written, and durable atomic writes.
+"""Landing files (CONTRACT §2): where they go and how values are written in their lines.
 
-A landing file appears under its final name only when complete and on disk: it is written to a
-hidden temporary name in the same folder, fsynced, renamed, and the folder is fsynced. Readers
-therefore never see a partial file, and a crash leaves at most a temporary file that the next
-run removes.
+Files appear in the landing only through ``contract.publication`` (whole, or not at all).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import uuid
-from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
 
-TMP_PREFIX = ".cdc-tmp-"
 # Characters a folder name cannot carry literally: path separators, the escape itself, controls.
 _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "/\\%")
 
@@ -31,6 +24,16 @@ def table_folder(schema: str, table: str) -> str:
 
 def source_dir(landing: Path | str, source: str) -> Path:
     return Path(landing) / quote(source, safe=_SAFE)
+
+
+# The shadow export's acknowledgement, written by housekeeping, read by the export (docs/snapshots.md).
+ACK_FILE = "_ack.json"
+
+
+def ack_path(landing: Path | str, source: str) -> Path:
+    """``<landing>/<source>/_ack.json``: every landed transaction of the source up to its
+    ``watermark_end_ts`` is applied."""
+    return source_dir(landing, source) / ACK_FILE
 
 
 def iso_utc(value: datetime) -> str:
@@ -98,47 +101,3 @@ def _binary(value: bytes) -> str:
 
 def _unknown(value):
     return str(value)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_temp(folder: Path, lines: Iterable[str]) -> Path:
-    """Write ``lines`` (JSON texts) to a durable hidden temporary file in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{TMP_PREFIX}{uuid.uuid4().hex}.part"  # no .jsonl: never listed as input
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line)
-            f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return tmp
-
-
-def publish(tmp: Path, final: Path) -> None:
-    """Rename a durable temporary file to its final name and make the rename durable."""
-    os.replace(tmp, final)
-    fsync_dir(final.parent)
-
-
-def write_file(final: Path, lines: Iterable[str]) -> Path:
-    publish(write_temp(final.parent, lines), final)
-    return final
-
-
-def remove_orphans(folder: Path, keep: set[str] = frozenset()) -> int:
-    """Delete temporary files a crashed run left behind (except those named in ``keep``)."""
-    if not folder.is_dir():
-        return 0
-    n = 0
-    for p in folder.glob(f"{TMP_PREFIX}*"):
-        if str(p) not in keep:
-            p.unlink(missing_ok=True)
-            n += 1
-    return n
