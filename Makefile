@@ -39,6 +39,7 @@ browser:
 
 test: install services browser
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -153,7 +153,7 @@ def _checked_facts(prepared: DataFrame, keys: list[str]) -> BatchFacts:
         F.count(F.when(not_truncate, F.lit(1))).alias("rows"),
         F.count_distinct(F.when(not_truncate, F.struct(*keys, SEQ))).alias("pairs"),
         F.count_if(F.col(TRUNCATE)).alias("truncates"),
-    ).first()
+    ).collect()[0]
     if found["null_seq"]:
         raise CdcInputError(f"{found['null_seq']} change row(s) have a NULL sequence_by value; AUTO CDC needs one to order them")
     if found["null_key"]:
@@ -244,7 +244,7 @@ class KeyScope:
 
     @classmethod
     def of(cls, latest: DataFrame, keys: list[str]) -> "KeyScope":
-        row = latest.agg(F.min(keys[0]), F.max(keys[0]), F.count(F.lit(1))).first()
+        row = latest.agg(F.min(keys[0]), F.max(keys[0]), F.count(F.lit(1))).collect()[0]
         return cls(latest.select(*keys), tuple(keys), row[0], row[1], int(row[2]))
 
     @classmethod

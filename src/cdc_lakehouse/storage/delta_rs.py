@@ -74,6 +74,12 @@ class DeltaRsStore:
             table.update_incremental()
         return table
 
+    def _existing(self, name: str, version: int | None = None) -> DeltaTable:
+        table = self._table(name, version)
+        if table is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
+        return table
+
     # -- reads ------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(str(self.path(name)))
@@ -86,41 +92,37 @@ class DeltaRsStore:
         """The id Delta gives a table when it is created: kept by every later write, new when
         the table is deleted and created again."""
         table = self._table(name)
-        return None if table is None else table.metadata().id
+        return None if table is None else str(table.metadata().id)
 
     def committed_version(self, name: str, app_id: str) -> int | None:
         table = self._table(name)
         return None if table is None else table.transaction_version(app_id)
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
-        table = self._table(name, version)
-        if table is None:
-            raise LookupError(f"table {name} does not exist in {self.lake}")
+        table = self._existing(name, version)
         return self._files_as_dataframe(table, _files(table))
 
     def column_max(self, name: str, column: str):
         """From the files' statistics when every file has one for the column (no pass over
         the rows), else computed by Spark."""
-        actions = pa.table(self._table(name).get_add_actions(flatten=True))
+        actions = pa.table(self._existing(name).get_add_actions(flatten=True))
         stat = f"max.{column}"
         if stat in actions.column_names and actions.column(stat).null_count == 0:
             return pa.compute.max(actions.column(stat)).as_py()
-        return self.read(name).agg(F.max(column)).first()[0]
+        return self.read(name).agg(F.max(column)).collect()[0][0]
 
     def row_count(self, name: str) -> int:
         """From the Delta log's statistics (no pass over the rows) when every file has them."""
         try:
-            return _row_count(self._table(name))
+            return _row_count(self._existing(name))
         except MissingStatistics:
             return self.read(name).count()
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
         how many there are (from the Delta log, without reading the rows)."""
-        table = self._table(name, up_to)
-        if table is None:
-            raise LookupError(f"table {name} does not exist in {self.lake}")
-        before = set() if after is None else set(_files(self._table(name, after)))
+        table = self._existing(name, up_to)
+        before = set() if after is None else set(_files(self._existing(name, after)))
         now = _files(table)
         removed = before.difference(now)
         if removed:
@@ -227,7 +229,7 @@ class DeltaRsStore:
             kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
             self._write_arrow(name, kept, "append", commit, **_keyed_table_opts(table_opts))
             return data.num_rows
-        target = self._table(name)
+        target = self._existing(name)
         before = target.version()
         columns = [c for c in data.column_names if c != flag]
         match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*spec.keys, *spec.extra_match_columns))
@@ -260,17 +262,14 @@ class DeltaRsStore:
         """Pipeline properties (``quality``, ``pipelines.*``) are not Delta settings, so delta-rs
         only takes them through ALTER; set them once, when they differ."""
         wanted = {k: str(v) for k, v in (properties or {}).items() if not k.startswith("delta.")}
-        table = self._table(name)
+        table = self._existing(name)
         current = table.metadata().configuration
         if any(current.get(k) != v for k, v in wanted.items()):
             table.alter.set_table_properties(wanted, raise_if_not_exists=False)
 
     def delta_table(self, name: str) -> DeltaTable:
         """The delta-rs handle, for maintenance (OPTIMIZE, VACUUM, history)."""
-        table = self._table(name)
-        if table is None:
-            raise LookupError(f"table {name} does not exist in {self.lake}")
-        return table
+        return self._existing(name)
 
 
 def _where_predicate(where: dict[str, list]) -> str:
