@@ -16,11 +16,10 @@ from cdc_lakehouse.capture.cli import add_capture_commands
 from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir, missing_landing, positive_int
 from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
+from cdc_lakehouse.project_files import pipeline_sources
 from cdc_lakehouse.remote.cli import add_remote_commands
 from cdc_lakehouse.snapshot.cli import add_housekeeping_command, add_snapshot_commands
 
-PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
-PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
 # Relative to the working directory, as the default onboarding file: an installed wheel has no
 # fixtures, and the demo runs from the repo's root. A Path, not a str: argparse checks a str
 # default with the argument's type, before the clearer error about a missing onboarding file.
@@ -60,7 +59,7 @@ def cmd_run(args) -> int:
     }
     for unread in unread_folders(landing, onboarding):
         console.print(f"[yellow]warning:[/yellow] {unread.warning}")
-    code = _run(PIPELINE_SOURCES, args.lake, configuration, args)
+    code = _run(pipeline_sources(), args.lake, configuration, args)
     _warn_tables_not_onboarded(args.lake)
     return code
 
