@@ -28,6 +28,13 @@ REPO = Path(__file__).resolve().parents[1]
 # What the build reads. A copy, not the checkout: setuptools builds in the source tree and keeps
 # its build/ folder, where a file deleted from src/ would live on into the next wheel.
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "src")
+# What the new venv's cdc_lakehouse reads: its package, the pipeline files run takes, the dashboard.
+SHOW_INSTALLED = """
+import glob, json, cdc_lakehouse
+from cdc_lakehouse.project_files import dashboard_file, pipeline_sources
+files = [f for pattern in pipeline_sources() for f in glob.glob(pattern, recursive=True)]
+print(json.dumps({"package": cdc_lakehouse.__file__, "pipeline": files, "dashboard": str(dashboard_file())}))
+"""
 GOLD_TABLES = {"landing_summary", "replication_health", "audit_log"}  # one of each gold pipeline file's kind
 
 
@@ -64,12 +71,14 @@ def test_the_wheel_runs_the_pipeline_on_the_fixtures_outside_the_repo(tmp_path: 
     outer = Path(sysconfig.get_paths()["purelib"])
     (_site_packages(python) / "outer_venv_packages.pth").write_text(f"{outer}\n", encoding="utf-8")
 
-    where = _run([str(python), "-c", "import json, cdc_lakehouse; from cdc_lakehouse.project_files import "
-                  "pipeline_sources, dashboard_file; "
-                  "print(json.dumps([cdc_lakehouse.__file__, *pipeline_sources(), str(dashboard_file())]))"],
-                 work, 60)
-    installed = [Path(p) for p in json.loads(where.stdout)]
-    assert all(p.is_relative_to(venv) for p in installed), installed  # the wheel's package and pipeline files
+    shown = json.loads(_run([str(python), "-c", SHOW_INSTALLED], work, 60).stdout)
+    packaged = Path(shown["package"]).parent / "_src"
+    assert packaged.is_relative_to(venv), shown  # the wheel's package, not the checkout's
+    repo_files = {p.relative_to(REPO / "src") for layer in ("bronze", "silver", "gold")
+                  for p in (REPO / "src" / layer).rglob("*.py")}
+    assert {Path(f).relative_to(packaged) for f in shown["pipeline"]} == repo_files
+    assert Path(shown["dashboard"]) == packaged / "dashboards" / "cdc_lakehouse.lvdash.json"
+    assert Path(shown["dashboard"]).is_file()
 
     lake = tmp_path / "lake"
     # The suite's settings for tiny inputs, through spark-submit: the run is most of this test's time.
