@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from cdc_lakehouse.cli import main
+from cdc_lakehouse.cli import build_parser, main
 from lake_helpers import REPO, write_jsonl
 
 
@@ -68,6 +69,29 @@ def test_the_default_onboarding_file_is_the_working_directory_s(tmp_path, monkey
     assert main(["run", "--lake", str(tmp_path / "lake")]) == 2
     said = " ".join(capsys.readouterr().err.split())
     assert "no onboarding file at conf/onboarding.yml" in said and "--config FILE" in said
+
+
+def test_the_default_landing_folder_is_the_working_directory_s(tmp_path, monkeypatch, capsys):
+    """An installed wheel has no fixtures to default to (tests/test_wheel.py)."""
+    shutil.copytree(REPO / "conf", tmp_path / "conf")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--lake", str(tmp_path / "lake")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "no landing folder at fixtures/landing" in said and "--landing DIR" in said
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("command", [["snapshot", "reconcile"], ["housekeeping"]])
+def test_the_job_steps_default_onboarding_file_is_the_working_directory_s(tmp_path, monkeypatch, capsys, command):
+    """As run's: the package's location says nothing about where a wheel's user keeps it."""
+    monkeypatch.chdir(tmp_path)
+    argv = [*command, "--catalog", "main", "--landing", "/Volumes/main/landing"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert "the following arguments are required: --config" in capsys.readouterr().err
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "onboarding.yml").write_text("")
+    assert build_parser().parse_args(argv).config == "conf/onboarding.yml"
 
 
 def test_a_missing_schema_file_is_one_line_naming_flow_and_file(tmp_path, capsys):

@@ -13,15 +13,17 @@ from pathlib import Path
 from rich.table import Table
 
 from cdc_lakehouse.capture.cli import add_capture_commands
-from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir, positive_int
+from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir, missing_landing, positive_int
 from cdc_lakehouse.console import stderr_console, stdout_console
 from cdc_lakehouse.gold.cli import add_dashboard_command
+from cdc_lakehouse.project_files import pipeline_sources
 from cdc_lakehouse.remote.cli import add_remote_commands
 from cdc_lakehouse.snapshot.cli import add_housekeeping_command, add_snapshot_commands
 
-PACKAGE_SRC = Path(__file__).resolve().parents[1]  # the repo's src/ (pipeline files live there)
-PROJECT_ROOT = PACKAGE_SRC.parent
-PIPELINE_SOURCES = [str(PACKAGE_SRC / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
+# Relative to the working directory, as the default onboarding file: an installed wheel has no
+# fixtures, and the demo runs from the repo's root. A Path, not a str: argparse checks a str
+# default with the argument's type, before the clearer error about a missing onboarding file.
+DEFAULT_LANDING = Path("fixtures") / "landing"
 
 console = stderr_console()
 
@@ -46,6 +48,9 @@ def cmd_run(args) -> int:
         raise OnboardingError(f"no onboarding file at {args.config} (the default is conf/onboarding.yml in the "
                               "working directory): pass --config FILE")
     onboarding = load_onboarding(args.config, env=args.env)  # fail fast, with the file and entry named
+    if not Path(args.landing).is_dir():  # only the default: argparse checked a given folder
+        raise LookupError(f"{missing_landing(str(args.landing))} (the default is fixtures/landing in the "
+                          "working directory): pass --landing DIR")
     landing = str(Path(args.landing).resolve())
     configuration = {
         "cdc_lakehouse.landing_path": landing,
@@ -54,7 +59,7 @@ def cmd_run(args) -> int:
     }
     for unread in unread_folders(landing, onboarding):
         console.print(f"[yellow]warning:[/yellow] {unread.warning}")
-    code = _run(PIPELINE_SOURCES, args.lake, configuration, args)
+    code = _run(pipeline_sources(), args.lake, configuration, args)
     _warn_tables_not_onboarded(args.lake)
     return code
 
@@ -199,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=str(Path("conf") / "onboarding.yml"),
                      help="onboarding file (default: conf/onboarding.yml in the working directory)")
     run.add_argument("--env", default="dev", help="which `_<env>` keys of the onboarding file apply (default dev)")
-    run.add_argument("--landing", default=str(PROJECT_ROOT / "fixtures" / "landing"), type=landing_dir,
-                     help="landing root (default: the repo's fixtures/landing)")
+    run.add_argument("--landing", default=DEFAULT_LANDING, type=landing_dir,
+                     help="landing root (default: fixtures/landing in the working directory)")
     run.add_argument("--lake", default=".lake", help="the lake directory, made on the first run (default .lake)")
     _refresh_options(run)
     run.set_defaults(func=cmd_run)

@@ -10,28 +10,27 @@ from pathlib import Path
 
 from cdc_lakehouse.cli_types import lake_dir
 
-# In a checkout (or an editable install) the dashboard file sits next to the package.
-DASHBOARD_FILE = Path(__file__).resolve().parents[2] / "dashboards" / "cdc_lakehouse.lvdash.json"
-
 
 def add_dashboard_command(subparsers) -> None:
     dashboard = subparsers.add_parser(
         "dashboard", help="render the Lakeview dashboard's queries on a local lake as an HTML page with charts")
     dashboard.add_argument("--lake", default=".lake", type=lake_dir)
     dashboard.add_argument("--out", required=True, help="HTML file to write")
-    dashboard.add_argument("--dashboard", default=str(DASHBOARD_FILE), help="the .lvdash.json file")
+    dashboard.add_argument("--dashboard", help="the .lvdash.json file (default: the project's, src/dashboards)")
     dashboard.set_defaults(func=cmd_dashboard)
 
 
 def cmd_dashboard(args) -> int:
     from cdc_lakehouse.gold import dashboard
+    from cdc_lakehouse.project_files import dashboard_file
     from cdc_lakehouse.runtime.session import get_spark
     from cdc_lakehouse.storage import DeltaRsStore
 
+    path = args.dashboard or dashboard_file()
     try:
-        spec = dashboard.load(args.dashboard)  # before Spark starts
+        spec = dashboard.load(path)  # before Spark starts
     except (OSError, ValueError) as exc:
-        raise LookupError(f"cannot read the dashboard file {args.dashboard}: {exc}") from exc
+        raise LookupError(f"cannot read the dashboard file {path}: {exc}") from exc
     spark = get_spark()
     page = dashboard.render(spark, DeltaRsStore(spark, args.lake), spec,
                             title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")

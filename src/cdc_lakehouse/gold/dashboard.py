@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from cdc_lakehouse.gold.cli import DASHBOARD_FILE
+from cdc_lakehouse.project_files import dashboard_file
 
 # The schema the dashboard's datasets read from when they name a table alone: on Databricks the
 # bundle's dataset_schema (the target's gold schema), locally the lake's gold.
@@ -41,8 +41,9 @@ class Widget:
         return frame.get("title") or self.name
 
 
-def load(path: str | Path = DASHBOARD_FILE) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def load(path: str | Path | None = None) -> dict:
+    """The given .lvdash.json file, or the project's."""
+    return json.loads(Path(path or dashboard_file()).read_text(encoding="utf-8"))
 
 
 def dataset_queries(dashboard: dict) -> dict[str, str]:

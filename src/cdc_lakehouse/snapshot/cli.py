@@ -14,7 +14,9 @@ from rich.table import Table
 from cdc_lakehouse.cli_types import is_lake, lake_dir, missing_landing, non_negative_float
 from cdc_lakehouse.console import stderr_console, stdout_console
 
-REPO_CONFIG = Path(__file__).resolve().parents[3] / "conf" / "onboarding.yml"
+# As `run`'s, the working directory's: an installed wheel has no repo to take it from (a job task
+# passes --config), and the demo runs from the repo's root.
+DEFAULT_CONFIG = Path("conf") / "onboarding.yml"
 
 
 def add_snapshot_commands(subparsers) -> None:
@@ -68,9 +70,9 @@ def _where(parser, lake_must_exist: bool = True) -> None:
 
 
 def _onboarding(parser, required: bool = True) -> None:
-    default = str(REPO_CONFIG) if REPO_CONFIG.exists() else None
+    default = str(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else None
     parser.add_argument("--config", default=default, required=required and default is None,
-                        help="onboarding file (default: conf/onboarding.yml of the repo)")
+                        help="onboarding file (default: conf/onboarding.yml in the working directory, if there is one)")
     parser.add_argument("--env", default="dev", help="onboarding environment (default dev)")
     parser.add_argument("--silver-schema", default="silver")
     parser.add_argument("--bronze-schema", default="bronze")
