@@ -47,7 +47,7 @@ def rewrite(query: str, tables: list[str], default_schema: str | None = None) ->
         query = re.sub(pattern, view_name(name), query)
         if schema == default_schema:
             alone = rf"(?i)(\b(?:FROM|JOIN)\s+)`?{re.escape(table)}`?(?![\w.`])"
-            query = re.sub(alone, lambda m, view=view_name(name): m.group(1) + view, query)
+            query = re.sub(alone, rf"\g<1>{view_name(name)}", query)
     return query
 
 

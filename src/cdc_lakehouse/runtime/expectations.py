@@ -45,7 +45,7 @@ def apply_expectations(df: DataFrame, dataset: str, expectations: list[Expectati
                *[F.sum(F.when(F.col(_flag(i)), 0).otherwise(1)).alias(_flag(i)) for i in range(len(expectations))]]
     if counted_now or any(e.action == "fail" for e in expectations):
         flagged = flagged.persist()
-        results = _results(dataset, expectations, flagged.agg(*metrics).first().asDict())
+        results = _results(dataset, expectations, flagged.agg(*metrics).collect()[0].asDict())
         _fail_on_violations(dataset, results, flagged)
         counts = lambda: results  # noqa: E731
     else:
@@ -83,8 +83,8 @@ class _Observed:
 
     def __call__(self) -> list[ExpectationResult]:
         # Observation.get blocks until an action has run; the local JVM object says whether one has.
-        if self.observation._jo.future().isCompleted():
+        if self.observation._jo.future().isCompleted():  # type: ignore[union-attr]
             counts = self.observation.get
         else:
-            counts = self.flagged.agg(*self.metrics).first().asDict()
+            counts = self.flagged.agg(*self.metrics).collect()[0].asDict()
         return _results(self.dataset, self.expectations, counts)

@@ -41,7 +41,7 @@ UNCHANGED, GROWN, CHANGED = "unchanged", "grown", "changed"
 def compare(path: str, was: Identity | None) -> tuple[str, int]:
     """``(UNCHANGED | GROWN | CHANGED, offset)``; for a grown file, the byte offset (a line
     start) to read it again from."""
-    if looks_unchanged(path, was):
+    if was is None or looks_unchanged(path, was):
         return UNCHANGED, 0
     with open(path, "rb") as f:
         data = f.read()

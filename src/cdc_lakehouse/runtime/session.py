@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -12,7 +13,7 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
     """A small local session: two cores, few shuffle partitions, UTC, no UI."""
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(os.environ.get("CDC_LAKEHOUSE_SPARK_MASTER", "local[2]"))
         .appName(app_name)

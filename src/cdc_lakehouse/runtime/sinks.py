@@ -40,5 +40,11 @@ def conform_to_schema(spark, df: DataFrame, schema) -> DataFrame:
     """A declared table schema fixes column order and types."""
     if schema is None:
         return df
-    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    struct = schema if isinstance(schema, StructType) else _struct(StructType.fromDDL(schema))
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])
+
+
+def _struct(parsed) -> StructType:
+    """``StructType.fromDDL`` of a column list: typed as any DataType, it is a struct."""
+    assert isinstance(parsed, StructType), f"a table schema is a column list, not {parsed.simpleString()}"
+    return parsed

@@ -33,6 +33,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame
 
 from cdc_lakehouse.paths import local_path
+from cdc_lakehouse.runtime.flow_batch import FlowBatch
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
 _READS_CLOCK = re.compile(
@@ -49,7 +50,7 @@ UNCHANGED = "inputs and definition unchanged since the last refresh"
 
 @dataclass
 class RefreshKey:
-    batch: object  # flow_batch.FlowBatch
+    batch: FlowBatch
     target: str
     value: str
     inputs: dict[str, int] | None  # table -> version, when tables are all the view read
