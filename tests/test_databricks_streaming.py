@@ -3,7 +3,7 @@
 
 The local runtime hands a streaming flow its new input as a batch DataFrame, so actions
 (``first``, ``persist``, ``localCheckpoint``), non-time windows and aggregations in append mode
-all work locally. On Databricks ``dlt.read_stream`` and Auto Loader give streaming DataFrames,
+all work locally. On Databricks ``spark.readStream.table`` and Auto Loader give streaming DataFrames,
 where they fail. Here each flow reads ``spark.readStream`` over the demo lake's tables and the
 fixture landing files, and its query is started (Spark's unsupported-operation checks run at
 start) and stopped at once.
@@ -30,7 +30,7 @@ CONFIGURATION = {"cdc_lakehouse.landing_path": str(REPO / "fixtures" / "landing"
 
 
 class StreamingReads:
-    """``dlt.read_stream`` and Auto Loader as on Databricks: streaming DataFrames."""
+    """``spark.readStream.table`` and Auto Loader as on Databricks: streaming DataFrames."""
 
     def __init__(self, spark, store: DeltaRsStore, graph):
         self.spark, self.store, self.graph = spark, store, graph
