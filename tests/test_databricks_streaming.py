@@ -3,7 +3,7 @@
 
 The local runtime hands a streaming flow its new input as a batch DataFrame, so actions
 (``first``, ``persist``, ``localCheckpoint``), non-time windows and aggregations in append mode
-all work locally. On Databricks ``dlt.read_stream`` and Auto Loader give streaming DataFrames,
+all work locally. On Databricks ``spark.readStream.table`` and Auto Loader give streaming DataFrames,
 where they fail. Here each flow reads ``spark.readStream`` over the demo lake's tables and the
 fixture landing files, and its query is started (Spark's unsupported-operation checks run at
 start) and stopped at once.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdc_lakehouse.runtime import dlt_api, file_source
+from cdc_lakehouse.runtime import declarations, file_source
 from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import pipeline_configuration
 from cdc_lakehouse.storage import DeltaRsStore
@@ -30,7 +30,7 @@ CONFIGURATION = {"cdc_lakehouse.landing_path": str(REPO / "fixtures" / "landing"
 
 
 class StreamingReads:
-    """``dlt.read_stream`` and Auto Loader as on Databricks: streaming DataFrames."""
+    """``spark.readStream.table`` and Auto Loader as on Databricks: streaming DataFrames."""
 
     def __init__(self, spark, store: DeltaRsStore, graph):
         self.spark, self.store, self.graph = spark, store, graph
@@ -75,11 +75,11 @@ def test_every_flow_keeps_databricks_streaming_rules(spark, demo_lake, tmp_path)
     with pipeline_configuration(spark, CONFIGURATION):
         graph = load_pipeline(spark, SOURCES)
         reads = StreamingReads(spark, store, graph)
-        token = dlt_api._reader.set(reads)
+        token = declarations.running_flow.set(reads)
         try:
             outcome = {f.name: started(f, reads, tmp_path) for f in graph.flows.values() if f.kind != "auto_cdc_snapshot"}
         finally:
-            dlt_api._reader.reset(token)
+            declarations.running_flow.reset(token)
     refused = {name: why for name, why in outcome.items() if why not in ("ok", "batch", "no input folder")}
     assert not refused, refused
     silver = {name: why for name, why in outcome.items() if name.endswith(("_binlog_changes", "_shadow_changes"))}

@@ -1,7 +1,10 @@
 """The pipeline source files run on Databricks unchanged.
 
-* Imports at module level (what runs when Databricks loads a file) are only ``dlt``,
-  ``pyspark``, the standard library and ``cdc_lakehouse`` — and the ``cdc_lakehouse`` modules
+* Pipeline files declare with ``from pyspark import pipelines as dp`` (Databricks' documented
+  module) and read datasets with ``spark.read.table``/``spark.readStream.table``, not with the
+  legacy ``dlt`` names.
+* Imports at module level (what runs when Databricks loads a file) are only ``pyspark``, the
+  standard library and ``cdc_lakehouse`` — and the ``cdc_lakehouse`` modules
   they pull in, transitively, import only what a serverless pipeline has: pyspark, the
   pipeline's ``environment.dependencies`` (resources/cdc_lakehouse.pipeline.yml) and the
   libraries every Databricks runtime ships. Local-only code (``cdc_lakehouse.runtime``,
@@ -44,7 +47,7 @@ SCHEMA_RESOURCE = re.compile(r"\$\{resources\.schemas\.(\w+)\.name\}")
 # Configuration keys read with a default (settings.py): the onboarding environment is `dev`.
 DEFAULTED = {"cdc_lakehouse.env": "nosuch"}
 
-ALLOWED_IN_PIPELINE_FILES = {"dlt", "pyspark", "cdc_lakehouse"}
+ALLOWED_IN_PIPELINE_FILES = {"pyspark", "cdc_lakehouse"}
 # Local-only parts of the package: never imported at module level by code a pipeline loads.
 LOCAL_ONLY_PACKAGE_PARTS = {"runtime", "storage", "cli", "demo", "capture", "remote"}
 # Preinstalled on every Databricks runtime and serverless environment.
@@ -179,13 +182,22 @@ def test_module_level_imports_exist_on_databricks(path: Path) -> None:
         if level:
             problems.append(f"{where}: relative import (pipeline files load as top-level modules)")
         elif not (is_stdlib(module) or root(module) in ALLOWED_IN_PIPELINE_FILES):
-            problems.append(f"{where}: imports {module} (allowed: dlt, pyspark, stdlib, cdc_lakehouse)")
+            problems.append(f"{where}: imports {module} (allowed: pyspark, stdlib, cdc_lakehouse)")
         elif root(module) == "cdc_lakehouse":
             problems += [f"{where}: {p}" for p in import_problems(module, (path.name,), set())]
     uses_file = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "__file__"]
     problems += [f"{path.relative_to(REPO)}:{line}: uses __file__ (read paths from the pipeline configuration)"
                  for line in uses_file]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", [f for f in FILES if f.suffix == ".py"], ids=lambda p: str(p.relative_to(REPO)))
+def test_pipeline_files_use_the_pyspark_pipelines_module(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    assert "pyspark.pipelines" in {m for _, m, _ in module_level_imports(tree)}, (
+        f"{path.relative_to(REPO)}: declare with `from pyspark import pipelines as dp`")
+    legacy = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "dlt"]
+    assert not legacy, f"{path.relative_to(REPO)}:{legacy}: legacy dlt names (use dp, spark.read.table)"
 
 
 def test_import_check_finds_local_only_imports(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The local dlt runtime on real pipeline files, real Spark and real Delta tables."""
+"""The local Lakeflow runtime on real pipeline files, real Spark and real Delta tables."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
 
 BASIC = str(REPO / "tests/pipelines/basic/*.py")
+LEGACY = str(REPO / "tests/pipelines/legacy_dlt/*.py")  # the basic pipeline spelt `import dlt`
 
 
 def _orders(rows):
     return [dict(zip(["order_id", "customer", "amount", "region"], r)) for r in rows]
 
 
-def _run(spark, landing, lake, **kw):
-    return run_pipeline(spark, [BASIC], lake, {"test.landing": str(landing)}, **kw)
+def _run(spark, landing, lake, pipeline=BASIC, **kw):
+    return run_pipeline(spark, [pipeline], lake, {"test.landing": str(landing)}, **kw)
 
 
 @pytest.fixture
@@ -34,8 +35,9 @@ def first_batch(landing):
     return landing
 
 
-def test_tables_views_expectations_and_append_flows(spark, first_batch, lake):
-    result = _run(spark, first_batch, lake)
+@pytest.mark.parametrize("pipeline", [BASIC, LEGACY], ids=["dp", "legacy dlt"])
+def test_tables_views_expectations_and_append_flows(spark, first_batch, lake, pipeline):
+    result = _run(spark, first_batch, lake, pipeline)
     store = DeltaRsStore(spark, lake)
 
     assert store.read("bronze.orders_raw").count() == 4  # `expect` keeps failing rows
@@ -148,9 +150,9 @@ def test_crash_at_every_commit_point_then_rerun_gives_identical_tables(spark, fi
 def test_expect_or_fail_stops_the_update(spark, tmp_path, landing):
     pipeline = tmp_path / "p.py"
     pipeline.write_text(
-        "import dlt\n"
-        "@dlt.table(name='bronze.t')\n"
-        "@dlt.expect_or_fail('positive', 'x > 0')\n"
+        "from pyspark import pipelines as dp\n"
+        "@dp.table(name='bronze.t')\n"
+        "@dp.expect_or_fail('positive', 'x > 0')\n"
         "def t():\n"
         "    return spark.readStream.format('cloudFiles').option('cloudFiles.format','json')"
         ".schema('x int').load(spark.conf.get('test.landing'))\n"
@@ -178,34 +180,115 @@ def test_missing_source_files_are_a_clear_error(spark, lake):
 def test_dataset_defined_twice_is_a_clear_error(spark, tmp_path):
     pipeline = tmp_path / "twice.py"
     pipeline.write_text(
-        "import dlt\n"
-        "@dlt.materialized_view(name='gold.x')\n"
+        "from pyspark import pipelines as dp\n"
+        "@dp.materialized_view(name='gold.x')\n"
         "def x():\n    return spark.range(1)\n"
-        "@dlt.materialized_view(name='gold.x')\n"
+        "@dp.materialized_view(name='gold.x')\n"
         "def y():\n    return spark.range(2)\n"
     )
     with pytest.raises(PipelineDefinitionError, match="'gold.x' is defined twice"):
         run_pipeline(spark, [str(pipeline)], tmp_path / "lake")
 
 
-def test_dlt_module_is_only_injected_while_loading(spark, first_batch, lake):
+def test_dlt_module_and_databricks_extras_are_only_there_while_loading(spark, first_batch, lake):
     import sys
 
+    import pyspark.pipelines
+    from pyspark.pipelines import api
+
+    _run(spark, first_batch, lake, LEGACY)
     _run(spark, first_batch, lake)
     assert "dlt" not in sys.modules
+    assert pyspark.pipelines.append_flow is api.append_flow
+    assert pyspark.pipelines.create_auto_cdc_flow is api.create_auto_cdc_flow
+    assert not hasattr(pyspark.pipelines, "expect_or_drop")
+    assert not hasattr(pyspark.pipelines, "create_auto_cdc_from_snapshot_flow")
+
+
+def test_dp_and_legacy_dlt_spellings_declare_the_same_graph(spark, first_batch):
+    """pyspark's decorators, through its registration hook, give what dlt's give: kinds,
+    properties, expectations and flows alike."""
+    from cdc_lakehouse.runtime.declarations import expectations_of
+    from cdc_lakehouse.runtime.loader import load_pipeline
+    from cdc_lakehouse.runtime.runner import pipeline_configuration
+
+    def declared(pipeline: str) -> tuple:
+        with pipeline_configuration(spark, {"test.landing": str(first_batch)}):
+            graph = load_pipeline(spark, [pipeline])
+        datasets = {d.name: (d.kind, d.comment, d.table_properties, d.partition_cols, d.schema, d.expectations,
+                             expectations_of(d.func)) for d in graph.datasets.values()}
+        flows = {f.name: (f.target, f.kind, f.once, f.cdc, expectations_of(f.func)) for f in graph.flows.values()}
+        return datasets, flows
+
+    dp_graph, dlt_graph = declared(BASIC), declared(LEGACY)
+    assert dp_graph == dlt_graph
+    assert dp_graph[0]["valid_orders"][0] == "view" and dp_graph[0]["silver.all_events"][0] == "streaming_table"
+    assert dp_graph[1]["events_from_orders"][1] == "append" and dp_graph[1]["silver.orders"][1] == "query"
+
+
+@pytest.mark.parametrize("call, argument", [
+    ("dp.create_auto_cdc_flow(target='t', source='v', keys='id', sequence_by='seq')", "keys"),
+    ("dp.create_auto_cdc_flow(target='t', source='v', keys=['id'], sequence_by='seq', stored_as_scd_type=3)",
+     "stored_as_scd_type"),
+    ("dp.create_auto_cdc_from_snapshot_flow(target='t', source=1, keys=['id'])", "source"),
+    ("dp.create_streaming_table('t', expect_all_or_drop=['id IS NOT NULL'])", "expect_all_or_drop"),
+    ("dp.append_flow(target='t', once='yes')", "once"),
+    ("dp.expect_or_drop('positive', 1)", "constraint"),
+    ("dp.table(name=1)", "name"),  # pyspark's own check
+])
+def test_the_pipelines_api_checks_its_arguments_as_pyspark_does(spark, tmp_path, call, argument):
+    from pyspark.errors import PySparkTypeError
+
+    from cdc_lakehouse.runtime.loader import load_pipeline
+
+    pipeline = tmp_path / "p.py"
+    pipeline.write_text(f"from pyspark import pipelines as dp\n{call}\n")
+    with pytest.raises(PySparkTypeError, match=f"`{argument}`"):
+        load_pipeline(spark, [str(pipeline)])
+
+
+@pytest.mark.parametrize("declaration, error", [
+    ("dp.create_sink('out', format='kafka')", "the local runtime has no sinks"),
+    ("@dp.expect('positive', 'id > 0')\n@dp.materialized_view\ndef m():\n    return spark.range(1)",
+     "DECORATOR_ARGUMENT_NOT_CALLABLE"),  # @dp.table returns None: expectations go below it
+])
+def test_what_the_local_runtime_cannot_declare_is_a_clear_error(spark, tmp_path, declaration, error):
+    from cdc_lakehouse.runtime.loader import load_pipeline
+
+    pipeline = tmp_path / "p.py"
+    pipeline.write_text(f"from pyspark import pipelines as dp\n{declaration}\n")
+    with pytest.raises(Exception, match=error):
+        load_pipeline(spark, [str(pipeline)])
+
+
+def test_flows_read_datasets_with_spark_read_table_and_spark_table(spark, tmp_path):
+    pipeline = tmp_path / "reads.py"
+    pipeline.write_text(
+        "from pyspark import pipelines as dp\n"
+        "@dp.materialized_view(name='silver.numbers')\n"
+        "def numbers():\n    return spark.range(4)\n"
+        "@dp.temporary_view\n"
+        "def evens():\n    return spark.read.table('silver.numbers').filter('id % 2 = 0')\n"
+        "@dp.materialized_view(name='gold.even_total')\n"
+        "def even_total():\n    return spark.table('evens').groupBy().sum('id')\n"
+    )
+    lake = tmp_path / "lake"
+    result = run_pipeline(spark, [str(pipeline)], lake)
+    assert result.order.index("silver.numbers") < result.order.index("gold.even_total")
+    assert DeltaRsStore(spark, lake).read("gold.even_total").first()[0] == 2
 
 
 def test_full_refresh_keeps_tables_that_forbid_reset(spark, tmp_path, landing):
     pipeline = tmp_path / "raw.py"
     pipeline.write_text(
-        "import dlt\n"
-        "@dlt.table(name='bronze.raw', table_properties={'pipelines.reset.allowed': 'false'})\n"
+        "from pyspark import pipelines as dp\n"
+        "@dp.table(name='bronze.raw', table_properties={'pipelines.reset.allowed': 'false'})\n"
         "def raw():\n"
         "    return spark.readStream.format('cloudFiles').option('cloudFiles.format','json')"
         ".schema('x int').load(spark.conf.get('test.landing'))\n"
-        "@dlt.materialized_view(name='gold.total')\n"
+        "@dp.materialized_view(name='gold.total')\n"
         "def total():\n"
-        "    return dlt.read('bronze.raw').groupBy().sum('x')\n"
+        "    return spark.table('bronze.raw').groupBy().sum('x')\n"
     )
     lake, conf = tmp_path / "lake", {"test.landing": str(landing)}
     write_jsonl(landing / "1.jsonl", [{"x": 1}])

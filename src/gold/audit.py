@@ -1,7 +1,7 @@
 # Gold: audit (CONTRACT §7). Every applied change and transaction with who (user, role), when and
 # what (changed columns, values before and after), up to the replicas' commit point; and the
 # views an auditor asks for first. See docs/gold.md.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.gold import audit, inputs
 from cdc_lakehouse.gold.coherent import source_changes_due
@@ -14,20 +14,21 @@ settings = PipelineSettings.from_spark(spark)
 AUDIT_LOG_TABLE = inputs.gold_name(settings, AUDIT_LOG.name)
 AUDIT_TRANSACTIONS_TABLE = inputs.gold_name(settings, AUDIT_TRANSACTIONS.name)
 
-dlt.create_streaming_table(**AUDIT_LOG.options(settings.gold))
-dlt.create_streaming_table(**AUDIT_TRANSACTIONS.options(settings.gold))
+dp.create_streaming_table(**AUDIT_LOG.options(settings.gold))
+dp.create_streaming_table(**AUDIT_TRANSACTIONS.options(settings.gold))
 
 
 def define_audit_log(source: str) -> None:
     """Each update applies the source's changes between the old commit point and the new one."""
     view = f"gold_{source}_audit_changes"
 
-    @dlt.view(name=view, comment=f"Audit rows of the changes of {source} that gold takes in this update.")
+    @dp.temporary_view(name=view, comment=f"Audit rows of the changes of {source} that gold takes in this update.")
     def due():
-        return audit.due_audit_rows(source_changes_due(dlt.read_stream, dlt.read, settings, source), settings, source)
+        due = source_changes_due(spark.readStream.table, spark.read.table, settings, source)
+        return audit.due_audit_rows(due, settings, source)
 
-    dlt.create_auto_cdc_flow(target=AUDIT_LOG_TABLE, source=view, keys=audit.AUDIT_KEYS, sequence_by="sequence",
-                             name=f"gold_{source}_audit_log")
+    dp.create_auto_cdc_flow(target=AUDIT_LOG_TABLE, source=view, keys=audit.AUDIT_KEYS, sequence_by="sequence",
+                            name=f"gold_{source}_audit_log")
 
 
 def define_audit_transactions(source: str) -> None:
@@ -35,17 +36,18 @@ def define_audit_transactions(source: str) -> None:
     and the new one."""
     view = f"gold_{source}_audit_transaction_rows"
 
-    @dlt.view(name=view, comment=f"Audit rows of the transactions of {source} that gold takes in this update.")
+    @dp.temporary_view(name=view, comment=f"Audit rows of the transactions of {source} that gold takes in this update.")
     def due():
         return audit.due_audit_transactions(
-            source_changes_due(dlt.read_stream, dlt.read, settings, source),
-            dlt.read(inputs.transactions_table(settings, source)), dlt.read(inputs.changes_table(settings, source)),
-            audit.watermarks(dlt.read, settings), source,
+            source_changes_due(spark.readStream.table, spark.read.table, settings, source),
+            spark.read.table(inputs.transactions_table(settings, source)),
+            spark.read.table(inputs.changes_table(settings, source)),
+            audit.watermarks(spark.read.table, settings), source,
         )
 
-    dlt.create_auto_cdc_flow(target=AUDIT_TRANSACTIONS_TABLE, source=view, keys=audit.AUDIT_TRANSACTION_KEYS,
-                             sequence_by=audit.KNOWN, except_column_list=[audit.KNOWN],
-                             name=f"gold_{source}_audit_transactions")
+    dp.create_auto_cdc_flow(target=AUDIT_TRANSACTIONS_TABLE, source=view, keys=audit.AUDIT_TRANSACTION_KEYS,
+                            sequence_by=audit.KNOWN, except_column_list=[audit.KNOWN],
+                            name=f"gold_{source}_audit_transactions")
 
 
 for source in inputs.sources(settings):
@@ -60,16 +62,16 @@ BY_USER_DAY = AUDIT_CHANGES_BY_USER_DAY.options(settings.gold)
 BY_USER_DAY["table_properties"][REFRESH_BY_PARTITION] = "source,user,role,schema,table,day=to_date(commit_ts)"
 
 
-@dlt.materialized_view(**BY_USER_DAY)
+@dp.materialized_view(**BY_USER_DAY)
 def audit_changes_by_user_day():
-    return audit.changes_by_user_day(dlt.read(AUDIT_LOG_TABLE))
+    return audit.changes_by_user_day(spark.read.table(AUDIT_LOG_TABLE))
 
 
 LAST_CHANGE = AUDIT_ROW_LAST_CHANGE.options(settings.gold)
 LAST_CHANGE["table_properties"][REFRESH_BY_PARTITION] = "source,schema,table,key"
 
 
-@dlt.materialized_view(**LAST_CHANGE)
+@dp.materialized_view(**LAST_CHANGE)
 def audit_row_last_change():
-    return audit.row_last_change(dlt.read(AUDIT_LOG_TABLE))
+    return audit.row_last_change(spark.read.table(AUDIT_LOG_TABLE))
 

@@ -3,7 +3,7 @@
 # Anomalies come from silver.<source>_anomalies (apply policy and impossible pairs), so every kind
 # silver records reaches the dashboard. gold.replication_health is what `cdc-lakehouse remote health`
 # prints. See docs/gold.md.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.gold import health
 from cdc_lakehouse.gold.schemas import DATA_QUALITY, HELD_TRANSACTIONS, REPLICATION_HEALTH, ROWS_PER_LAYER
@@ -12,21 +12,21 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-@dlt.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
+@dp.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
 def replication_health():
-    return health.replication_health(dlt.read, settings)
+    return health.replication_health(spark.read.table, settings)
 
 
-@dlt.materialized_view(**HELD_TRANSACTIONS.options(settings.gold))
+@dp.materialized_view(**HELD_TRANSACTIONS.options(settings.gold))
 def held_transactions():
-    return health.held_transactions(dlt.read, settings)
+    return health.held_transactions(spark.read.table, settings)
 
 
-@dlt.materialized_view(**DATA_QUALITY.options(settings.gold))
+@dp.materialized_view(**DATA_QUALITY.options(settings.gold))
 def data_quality():
-    return health.data_quality(dlt.read, settings)
+    return health.data_quality(spark.read.table, settings)
 
 
-@dlt.materialized_view(**ROWS_PER_LAYER.options(settings.gold))
+@dp.materialized_view(**ROWS_PER_LAYER.options(settings.gold))
 def rows_per_layer():
-    return health.rows_per_layer(dlt.read, settings)
+    return health.rows_per_layer(spark.read.table, settings)

@@ -3,7 +3,7 @@
 # every table, none after it. They are built from the source's silver change stream (one Delta
 # table, appended in whole transactions in commit order), never from the silver replicas, which
 # are updated one by one and can disagree for a while. See docs/gold.md.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.coherent import source_changes_due
@@ -15,22 +15,22 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-@dlt.materialized_view(**REPLICATION_WATERMARK.options(settings.gold))
+@dp.materialized_view(**REPLICATION_WATERMARK.options(settings.gold))
 def replication_watermark():
-    return watermark_of(dlt.read, settings)
+    return watermark_of(spark.read.table, settings)
 
 
 def define_replica(flow) -> None:
     """Each update applies the table's changes between the old commit point and the new one."""
     view = f"gold_{flow.gold_table}_changes"
 
-    @dlt.view(name=view, comment=f"Typed changes of {flow.qualified_table} that gold takes in this update.")
+    @dp.temporary_view(name=view, comment=f"Typed changes of {flow.qualified_table} that gold takes in this update.")
     def due():
-        return typed_changes(source_changes_due(dlt.read_stream, dlt.read, settings, flow.source), flow)
+        return typed_changes(source_changes_due(spark.readStream.table, spark.read.table, settings, flow.source), flow)
 
     replica = inputs.gold_name(settings, flow.gold_table)
-    dlt.create_streaming_table(replica, comment=replica_comment(flow), table_properties={"quality": "gold"})
-    dlt.create_auto_cdc_flow(target=replica, source=view, name=f"gold_{flow.gold_table}", **flow.apply_changes_args(1))
+    dp.create_streaming_table(replica, comment=replica_comment(flow), table_properties={"quality": "gold"})
+    dp.create_auto_cdc_flow(target=replica, source=view, name=f"gold_{flow.gold_table}", **flow.apply_changes_args(1))
 
 
 for flow in settings.onboarding.flows:

@@ -5,7 +5,7 @@
 # Every window partitions by the row (ROW_ID), so a refresh needs to recompute only the rows with
 # new changes: Databricks incrementalizes such a view, the local runtime does when the view names
 # its partition columns in REFRESH_BY_PARTITION.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, REFRESH_BY_PARTITION, PipelineSettings
 from cdc_lakehouse.silver.apply_policy import ANOMALIES_COMMENT, ROW_ID, anomalies, anomalies_ddl
@@ -19,14 +19,14 @@ def define_anomalies(source: str) -> None:
     flows = settings.onboarding.for_source(source)
     declared = [t for t in map(declared_table, flows) if t]
 
-    @dlt.materialized_view(
+    @dp.materialized_view(
         name=f"{settings.silver}.{source}_anomalies",
         comment=f"{ANOMALIES_COMMENT} Source: {source}.",
         schema=anomalies_ddl(),
         table_properties={"quality": "silver", REFRESH_BY_PARTITION: ",".join(ROW_ID)},
     )
     def source_anomalies():
-        return anomalies(dlt.read(f"{settings.silver}.{source}_changes"), declared, replica_keys(flows))
+        return anomalies(spark.read.table(f"{settings.silver}.{source}_changes"), declared, replica_keys(flows))
 
 
 # Only sources with a change stream (silver/changes.py builds one per binlog or shadow source).

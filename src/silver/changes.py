@@ -2,7 +2,7 @@
 # transaction (CONTRACT §2-§3). One streaming table per source, filled by one append flow per
 # kind of input (binlog or shadow capture; snapshot corrections add theirs). Held transactions
 # (no commit yet) are completed in a later run.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze.kinds import onboarded_tables
 from cdc_lakehouse.settings import PipelineSettings
@@ -15,7 +15,7 @@ settings = PipelineSettings.from_spark(spark)
 
 def changes_table(source: str) -> str:
     name = f"{settings.silver}.{source}_changes"
-    dlt.create_streaming_table(
+    dp.create_streaming_table(
         name,
         comment=f"Net change per committed transaction and row of source {source}, in commit order "
         "(sequence); the input of every replica and audit view.",
@@ -28,11 +28,12 @@ def define_binlog_changes(source: str) -> None:
     events = f"{settings.bronze}.{source}_binlog_events"
     quarantined = f"{events}_quarantine"  # its placeable lines hold their transactions (binlog_gaps.py)
 
-    @dlt.append_flow(target=changes_table(source), name=f"{source}_binlog_changes")
+    @dp.append_flow(target=changes_table(source), name=f"{source}_binlog_changes")
     def binlog_changes():
         return binlog_change_batch(
-            with_gaps(dlt.read_stream(events), dlt.read_stream(quarantined)),
-            with_gaps(dlt.read(events), dlt.read(quarantined)), dlt.read(f"{settings.bronze}.{source}_sessions"),
+            with_gaps(spark.readStream.table(events), spark.readStream.table(quarantined)),
+            with_gaps(spark.read.table(events), spark.read.table(quarantined)),
+            spark.read.table(f"{settings.bronze}.{source}_sessions"),
         )
 
 
@@ -42,14 +43,15 @@ def define_shadow_changes(source: str) -> None:
 
     corrections = f"{settings.silver}.{source}_snapshot_corrections"  # silver/snapshot_corrections.py
 
-    @dlt.append_flow(target=changes_table(source), name=f"{source}_shadow_changes")
+    @dp.append_flow(target=changes_table(source), name=f"{source}_shadow_changes")
     def shadow_changes():
         # A transaction with a quarantined change line waits as if its transaction row had not landed.
-        held = outstanding(dlt.read(f"{changes}_quarantine"), dlt.read(changes), onboarded_tables(settings.onboarding, source))
+        held = outstanding(spark.read.table(f"{changes}_quarantine"), spark.read.table(changes),
+                           onboarded_tables(settings.onboarding, source))
         return shadow_change_batch(
-            dlt.read_stream(changes).filter("_onboarded"), without_held(dlt.read_stream(txns), held),
-            dlt.read(changes).filter("_onboarded"), without_held(dlt.read(txns), held),
-            (dlt.read_stream(corrections), dlt.read(corrections)),
+            spark.readStream.table(changes).filter("_onboarded"), without_held(spark.readStream.table(txns), held),
+            spark.read.table(changes).filter("_onboarded"), without_held(spark.read.table(txns), held),
+            (spark.readStream.table(corrections), spark.read.table(corrections)),
         )
 
 

@@ -1,6 +1,6 @@
 # Silver: per onboarded table, the current-state replica (SCD1) and its history (SCD2), applied
 # from the change stream with AUTO CDC in commit order.
-import dlt
+from pyspark import pipelines as dp
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.settings import CHANGE_STREAM_CAPTURES, PipelineSettings
@@ -19,26 +19,26 @@ def define_replica(flow) -> None:
     typing = dict(column_filters=flow.column_filters, declared=declared,
                   table=f"flow {flow.data_flow_id} ({flow.qualified_table})", keys=flow.keys)
 
-    @dlt.view(name=view, comment=f"Typed net changes of {flow.qualified_table} from {flow.source}.")
+    @dp.temporary_view(name=view, comment=f"Typed net changes of {flow.qualified_table} from {flow.source}.")
     def table_changes():
-        return replica_changes(dlt.read_stream(changes).filter(of_table), **typing)
+        return replica_changes(spark.readStream.table(changes).filter(of_table), **typing)
 
     replica = f"{settings.silver}.{flow.silver_table}"
-    dlt.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",
-                               table_properties={"quality": "silver", **flow.silver_table_properties})
-    dlt.create_auto_cdc_flow(target=replica, source=view, **flow.apply_changes_args(1))
+    dp.create_streaming_table(replica, comment=f"Current state of {flow.qualified_table} at {flow.source}.",
+                              table_properties={"quality": "silver", **flow.silver_table_properties})
+    dp.create_auto_cdc_flow(target=replica, source=view, **flow.apply_changes_args(1))
     if flow.scd2_table:
         history = f"{settings.silver}.{flow.scd2_table}"
-        dlt.create_streaming_table(history, comment=f"History (SCD2) of {flow.qualified_table} at {flow.source}.",
-                                   table_properties={"quality": "silver"})
+        dp.create_streaming_table(history, comment=f"History (SCD2) of {flow.qualified_table} at {flow.source}.",
+                                  table_properties={"quality": "silver"})
         history_view = f"{view}_for_history"
 
-        @dlt.view(name=history_view, comment=f"The typed changes of {flow.qualified_table}, each TRUNCATE as "
-                  "DELETEs of the rows it removed (AUTO CDC cannot truncate SCD2).")
+        @dp.temporary_view(name=history_view, comment=f"The typed changes of {flow.qualified_table}, each TRUNCATE as "
+                           "DELETEs of the rows it removed (AUTO CDC cannot truncate SCD2).")
         def table_history_changes():
-            return history_changes(dlt.read_stream(view), dlt.read(changes).filter(of_table), **typing)
+            return history_changes(spark.readStream.table(view), spark.read.table(changes).filter(of_table), **typing)
 
-        dlt.create_auto_cdc_flow(target=history, source=history_view, **flow.apply_changes_args(2))
+        dp.create_auto_cdc_flow(target=history, source=history_view, **flow.apply_changes_args(2))
 
 
 for flow in settings.onboarding.flows:

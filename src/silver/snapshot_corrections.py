@@ -4,7 +4,7 @@
 # under <landing>/<source>/corrections/<schema>.<table>/<snapshot_id>.jsonl in the change-stream
 # shape. They carry the snapshot's position as sequence, so AUTO CDC lets changes committed after
 # that position win. See docs/snapshots.md.
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.settings import PipelineSettings
@@ -26,7 +26,7 @@ def landed_corrections(source: str):
 
 
 def define_snapshot_corrections(source: str) -> None:
-    @dlt.append_flow(target=f"{settings.silver}.{source}_changes", name=f"{source}_snapshot_corrections")
+    @dp.append_flow(target=f"{settings.silver}.{source}_changes", name=f"{source}_snapshot_corrections")
     def snapshot_corrections():
         return landed_corrections(source)
 
@@ -36,10 +36,10 @@ def define_correction_images(source: str) -> None:
     reads the corrections as they landed (silver/changes.py), from a table of their own (a flow
     cannot read the change stream it appends to)."""
     name = f"{settings.silver}.{source}_snapshot_corrections"
-    dlt.create_streaming_table(name, comment=f"Snapshot corrections of {source} as landed; the row images its "
-                               "shadow change assembly continues.", table_properties={"quality": "silver"})
+    dp.create_streaming_table(name, comment=f"Snapshot corrections of {source} as landed; the row images its "
+                              "shadow change assembly continues.", table_properties={"quality": "silver"})
 
-    @dlt.append_flow(target=name, name=f"{source}_correction_images")
+    @dp.append_flow(target=name, name=f"{source}_correction_images")
     def correction_images():
         return landed_corrections(source)
 

@@ -1,5 +1,5 @@
 # Silver: every transaction of each source: committed, rolled back, or held (no commit yet).
-import dlt
+from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze.kinds import onboarded_tables
 from cdc_lakehouse.settings import PipelineSettings
@@ -17,21 +17,23 @@ def define_binlog_transactions(source: str) -> None:
     quarantined = f"{events}_quarantine"  # as in silver/changes.py: placeable lines hold their transactions
     view = f"{source}_transaction_updates"
 
-    @dlt.view(name=view, comment=f"The transactions of {source} that this update's binlog events begin, end or complete.")
+    @dp.temporary_view(name=view, comment=f"The transactions of {source} that this update's binlog events begin, "
+                       "end or complete.")
     def transaction_updates():
         return binlog_transaction_batch(
-            with_gaps(dlt.read_stream(events), dlt.read_stream(quarantined)),
-            with_gaps(dlt.read(events), dlt.read(quarantined)), dlt.read(f"{settings.bronze}.{source}_sessions"),
-            dlt.read_stream(changes), dlt.read(changes),
+            with_gaps(spark.readStream.table(events), spark.readStream.table(quarantined)),
+            with_gaps(spark.read.table(events), spark.read.table(quarantined)),
+            spark.read.table(f"{settings.bronze}.{source}_sessions"),
+            spark.readStream.table(changes), spark.read.table(changes),
         )
 
     name = f"{settings.silver}.{source}_transactions"
-    dlt.create_streaming_table(
+    dp.create_streaming_table(
         name, comment=f"Transactions of {source} with user, role, commit time and position, tables and row counts.",
         table_properties={"quality": "silver"},
     )
-    dlt.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEYS, sequence_by=PROGRESS,
-                             except_column_list=[PROGRESS], name=f"{source}_transactions")
+    dp.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEYS, sequence_by=PROGRESS,
+                            except_column_list=[PROGRESS], name=f"{source}_transactions")
 
 
 def define_shadow_transactions(source: str) -> None:
@@ -42,25 +44,27 @@ def define_shadow_transactions(source: str) -> None:
 
     # Change rows of tables no flow onboards are left out as the change stream leaves them out:
     # an orphan one (no transaction row) would otherwise hold the source's gold forever.
-    @dlt.view(name=view, comment=f"The transactions of {source} that this update's shadow rows land, hold or complete.")
+    @dp.temporary_view(name=view, comment=f"The transactions of {source} that this update's shadow rows land, "
+                       "hold or complete.")
     def transaction_updates():
         # As in silver/changes.py: a transaction with a quarantined change line waits, and says why.
-        held = outstanding(dlt.read(f"{changes}_quarantine"), dlt.read(changes), onboarded_tables(settings.onboarding, source))
+        held = outstanding(spark.read.table(f"{changes}_quarantine"), spark.read.table(changes),
+                           onboarded_tables(settings.onboarding, source))
         return marked(shadow_transaction_batch(
-            source, without_held(dlt.read_stream(txns), held), without_held(dlt.read(txns), held),
-            dlt.read_stream(changes).filter("_onboarded"), dlt.read(changes).filter("_onboarded"),
-            dlt.read_stream(silver_changes), dlt.read(silver_changes),
+            source, without_held(spark.readStream.table(txns), held), without_held(spark.read.table(txns), held),
+            spark.readStream.table(changes).filter("_onboarded"), spark.read.table(changes).filter("_onboarded"),
+            spark.readStream.table(silver_changes), spark.read.table(silver_changes),
         ), held)
 
     name = f"{settings.silver}.{source}_transactions"
-    dlt.create_streaming_table(
+    dp.create_streaming_table(
         name, comment=f"Transactions of {source} with user, role, commit time, tables and row counts; "
         "held ones have status 'open' (change rows without their transaction row yet) or 'incomplete' "
         "(a change line in quarantine: held_because).",
         table_properties={"quality": "silver"},
     )
-    dlt.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEY, sequence_by=PROGRESS,
-                             except_column_list=[PROGRESS], name=f"{source}_transactions")
+    dp.create_auto_cdc_flow(target=name, source=view, keys=TXN_KEY, sequence_by=PROGRESS,
+                            except_column_list=[PROGRESS], name=f"{source}_transactions")
 
 
 for source in settings.sources("binlog"):

@@ -29,7 +29,7 @@ def landing_summary(read, settings) -> DataFrame:
     ``quarantine_table``, ``quarantined_rows``, ``not_onboarded_rows``, ``not_onboarded_tables``
     (their ``schema.table`` names) and ``note`` (null); then one row per landing folder no flow
     reads, and one per landing file that changed after bronze read it, with the reason in
-    ``note``. ``read(name)`` reads a bronze table (``dlt.read`` in a pipeline)."""
+    ``note``. ``read(name)`` reads a bronze table (``spark.read.table`` in a pipeline)."""
     tables = [_names(settings.bronze, source, kind) for source, kind in landing_kinds(settings.onboarding)]
     lines = [
         part

@@ -366,7 +366,7 @@ class DataFlow(_Strict):
         return _copy(self.silver_cdc_apply_changes.track_history_except_column_list)
 
     def apply_changes_args(self, stored_as_scd_type: int = 1) -> dict[str, Any]:
-        """Keyword arguments for ``dlt.create_auto_cdc_flow``/``dlt.apply_changes`` building
+        """Keyword arguments for ``dp.create_auto_cdc_flow`` building
         the SCD1 replica (1) or the SCD2 history (2); ``target`` and ``source`` are the caller's."""
         if stored_as_scd_type not in (1, 2) or stored_as_scd_type > self.scd_type:
             raise ValueError(f"flow {self.data_flow_id} has no SCD{stored_as_scd_type} table")

@@ -45,7 +45,7 @@ def due_changes(new_changes: DataFrame, history: Callable[[], DataFrame], points
 
 def source_changes_due(read_stream, read, settings, source: str) -> DataFrame:
     """``due_changes`` of ``source``, read as a gold flow reads them (``read_stream`` and
-    ``read``: ``dlt.read_stream`` and ``dlt.read`` in the pipeline)."""
+    ``read``: ``spark.readStream.table`` and ``spark.read.table`` in the pipeline)."""
     changes = inputs.changes_table(settings, source)
     points = read(inputs.gold_name(settings, schemas.REPLICATION_WATERMARK.name))
     return due_changes(read_stream(changes), lambda: read(changes), points, source)

@@ -92,7 +92,7 @@ def _transaction_counts(transactions: DataFrame, point: DataFrame) -> DataFrame:
 
 def replication_watermark(read, settings) -> DataFrame:
     """``gold.replication_watermark``: one row per source. ``read(name)`` reads a table
-    (``dlt.read`` in the pipeline)."""
+    (``spark.read.table`` in the pipeline)."""
     parts = [_source_watermark(read, settings, source) for source in inputs.sources(settings)]
     replicas = [name for source in inputs.sources(settings) for name in inputs.silver_replicas(settings, source)]
     return after(inputs.union_all(parts), [df for _, df in inputs.existing(read, replicas)])

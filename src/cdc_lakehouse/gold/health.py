@@ -4,7 +4,7 @@ Anomalies are read from ``silver.<source>_anomalies`` (silver/apply_policy.py), 
 stream's ``anomalies`` column: that column only holds impossible pairs, while the anomalies table
 also has the apply-policy kinds (insert of an existing key, ...) and the changes held back.
 
-Every builder takes ``read(name)`` (``dlt.read`` in the pipeline, a store's ``read`` in tests)
+Every builder takes ``read(name)`` (``spark.read.table`` in the pipeline, a store's ``read`` in tests)
 and the pipeline settings, and reads only pipeline tables, so it runs the same on Databricks.
 """
 

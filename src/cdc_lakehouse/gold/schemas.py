@@ -1,6 +1,6 @@
 """The declared schema of every fixed-shape gold dataset: column types and comments, and the
 table comment. Passed as ``schema=`` (a DDL string with COMMENTs) and ``comment=`` to the
-``@dlt.materialized_view`` that builds it, so both show up in Unity Catalog and Genie; tests
+``@dp.materialized_view`` that builds it, so both show up in Unity Catalog and Genie; tests
 check that each builder returns exactly these columns and types.
 
 Gold replicas have no entry: their columns are the source table's, known only from the data.
@@ -29,7 +29,7 @@ class GoldTable:
         return [n for n, _, _ in self.columns]
 
     def options(self, gold_schema: str) -> dict:
-        """The ``@dlt.materialized_view`` arguments that name, describe and type the dataset."""
+        """The ``@dp.materialized_view`` arguments that name, describe and type the dataset."""
         return dict(name=f"{gold_schema}.{self.name}", comment=self.comment, schema=self.ddl,
                     table_properties={"quality": "gold"})
 

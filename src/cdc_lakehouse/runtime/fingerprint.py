@@ -12,7 +12,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from cdc_lakehouse.runtime import dlt_api
+from cdc_lakehouse.runtime import declarations
 
 DEFINITION = "definition"  # checkpoint entry holding the fingerprint
 
@@ -36,7 +36,7 @@ def definition_fingerprint(pipeline: str, target, flow) -> str:
     cdc = sorted((k, getattr(v, "__qualname__", v)) for k, v in flow.cdc.items())  # a snapshot function
     declared = (
         target.name, target.schema, sorted(target.table_properties.items()), target.partition_cols,
-        target.expectations, dlt_api.expectations_of(flow.func), flow.name, flow.kind, flow.once, cdc,
+        target.expectations, declarations.expectations_of(flow.func), flow.name, flow.kind, flow.once, cdc,
     )
     return hashlib.sha256(f"{pipeline}{declared!r}".encode()).hexdigest()
 

@@ -89,5 +89,5 @@ class PipelineGraph:
             if ds.persisted and not self.flows_into(ds.name):
                 raise PipelineDefinitionError(
                     f"table '{ds.name}' has no flow writing into it "
-                    "(add @dlt.append_flow or an AUTO CDC flow targeting it)"
+                    "(add @dp.append_flow or an AUTO CDC flow targeting it)"
                 )

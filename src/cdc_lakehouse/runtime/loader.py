@@ -1,4 +1,5 @@
-"""Imports pipeline source files with the ``dlt`` API and ``spark`` injected."""
+"""Imports pipeline source files with ``pyspark.pipelines`` (as Databricks has it), the legacy
+``dlt`` API and ``spark`` injected."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from cdc_lakehouse.runtime import dlt_api
+from cdc_lakehouse.runtime.declarations import loading_file, loading_graph
+from cdc_lakehouse.runtime.dp_api import databricks_pipelines_api
 from cdc_lakehouse.runtime.graph import PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.spark_proxy import SparkProxy
 
@@ -41,13 +44,13 @@ def _dlt_module_injected():
 
 def load_pipeline(spark: SparkSession, sources: list[str]) -> PipelineGraph:
     graph = PipelineGraph()
-    token = dlt_api._graph.set(graph)
+    token = loading_graph.set(graph)
     try:
-        with _dlt_module_injected():
+        with _dlt_module_injected(), databricks_pipelines_api():
             for path in expand_sources(sources):
                 _exec_file(path, spark)
     finally:
-        dlt_api._graph.reset(token)
+        loading_graph.reset(token)
     return graph
 
 
@@ -55,8 +58,8 @@ def _exec_file(path: Path, spark: SparkSession) -> None:
     module = types.ModuleType(f"pipeline_{path.stem}")
     module.__file__ = str(path)
     module.spark = SparkProxy(spark)
-    file_token = dlt_api._source_file.set(str(path))
+    file_token = loading_file.set(str(path))
     try:
         exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
     finally:
-        dlt_api._source_file.reset(file_token)
+        loading_file.reset(file_token)

@@ -6,7 +6,7 @@ local runtime does the same for a view that names those columns in the table pro
 ``cdc_lakehouse.refresh.partition_by`` (comma-separated; on Databricks it is a plain table
 property). The view must read exactly one table, which has those columns, and each output row
 must keep its partition's values in the columns of the same names; one that reads a pipeline
-view (``@dlt.view``) is always recomputed in full. A partition column the view derives from an
+view (``@dp.temporary_view``) is always recomputed in full. A partition column the view derives from an
 input row is named with its SQL expression over the input, ``day=to_date(commit_ts)``: the
 output's ``day`` holds that expression's value for every input row of the partition.
 

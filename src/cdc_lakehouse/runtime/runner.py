@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.cdc.apply import CdcSpec, state_table_name
-from cdc_lakehouse.runtime import dlt_api
+from cdc_lakehouse.runtime import declarations
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
@@ -124,7 +124,7 @@ class PipelineRunner:
         batch.state = DeltaFlowState(batch, flow.target) if flow.kind != "auto_cdc_snapshot" else None
         # Spark's UI and status tracker list each job under the flow that ran it.
         self.spark.sparkContext.setJobGroup(flow.name, f"{flow.kind} flow into {flow.target}")
-        token = dlt_api._reader.set(batch)
+        token = declarations.running_flow.set(batch)
         state_token = flow_state.set_current(batch.state)
         try:
             self._execute(flow, batch, event)
@@ -137,7 +137,7 @@ class PipelineRunner:
             raise
         finally:
             flow_state.reset_current(state_token)
-            dlt_api._reader.reset(token)
+            declarations.running_flow.reset(token)
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
             self.shared_views.flow_ended(self.spark)
@@ -163,7 +163,7 @@ class PipelineRunner:
             raise NoNewInput
         key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
-        expectations = target.expectations + dlt_api.expectations_of(flow.func)
+        expectations = target.expectations + declarations.expectations_of(flow.func)
         kept, counts = apply_expectations(source, target.name, expectations)
         if batch.view_refresh is not None:
             kept = batch.view_refresh.view(kept)
@@ -218,7 +218,7 @@ class PipelineRunner:
         if shared is not None:
             df, results = shared.df, shared.expectations
         else:
-            expectations = dataset.expectations + dlt_api.expectations_of(dataset.func)
+            expectations = dataset.expectations + declarations.expectations_of(dataset.func)
             df, counts = apply_expectations(df, dataset.name, expectations, counted_now=True)
             results = counts()
             df = self.shared_views.keep(dataset.name, key, df, results)

@@ -1,11 +1,14 @@
 """The ``spark`` global pipeline files see locally: the real session, except that
-``spark.readStream`` reads new files (``cloudFiles``) or new table rows for the running flow."""
+``spark.readStream`` reads new files (``cloudFiles``) or new table rows for the running flow,
+and ``spark.read.table``/``spark.table`` read the pipeline's datasets as the flow sees them."""
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from typing import Any
 
-from cdc_lakehouse.runtime import dlt_api
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
+from cdc_lakehouse.runtime.declarations import read, read_stream, running_flow
 
 
 class LocalStreamReader:
@@ -35,15 +38,28 @@ class LocalStreamReader:
         if self._format != "cloudFiles":
             raise ValueError(
                 f"spark.readStream.format({self._format!r}) is not available locally: "
-                "use cloudFiles for files, or dlt.read_stream / spark.readStream.table for tables"
+                "use cloudFiles for files, or spark.readStream.table for tables"
             )
         fmt = next((v for k, v in self._options.items() if k.lower() == "cloudfiles.format"), None)
         if fmt is None:
             raise ValueError("cloudFiles needs the option cloudFiles.format (json, text, csv, parquet, ...)")
-        return dlt_api._reader.get().read_files(path, fmt, self._options, self._schema)
+        return running_flow.get().read_files(path, fmt, self._options, self._schema)
 
-    def table(self, name: str):
-        return dlt_api.read_stream(name)
+    def table(self, tableName: str) -> DataFrame:
+        return read_stream(tableName)
+
+
+class LocalBatchReader:
+    """``spark.read`` with ``table`` answered by the running flow; the rest is Spark's."""
+
+    def __init__(self, reader: DataFrameReader):
+        self._reader = reader
+
+    def table(self, tableName: str) -> DataFrame:
+        return read(tableName)
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._reader, item)
 
 
 class SparkProxy:
@@ -53,6 +69,13 @@ class SparkProxy:
     @property
     def readStream(self) -> LocalStreamReader:
         return LocalStreamReader()
+
+    @property
+    def read(self) -> LocalBatchReader:
+        return LocalBatchReader(self._spark.read)
+
+    def table(self, tableName: str) -> DataFrame:
+        return read(tableName)
 
     def __getattr__(self, item):
         return getattr(self._spark, item)

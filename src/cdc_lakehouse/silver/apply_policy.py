@@ -66,7 +66,7 @@ ANOMALY_COLUMNS = (
 
 
 def anomalies_ddl() -> str:
-    """The table's schema with column comments, for ``@dlt.materialized_view(schema=...)``."""
+    """The table's schema with column comments, for ``@dp.materialized_view(schema=...)``."""
     quoted = lambda text: text.replace("\\", "\\\\").replace("'", "\\'")  # noqa: E731
     return ", ".join(f"`{n}` {t} COMMENT '{quoted(c)}'" for n, t, c in ANOMALY_COLUMNS)
 

@@ -1,12 +1,12 @@
 # A small pipeline using every kind of dataset the runtime supports.
-import dlt
+from pyspark import pipelines as dp
 from pyspark.sql import functions as F
 
 LANDING = spark.conf.get("test.landing")
 
 
-@dlt.table(name="bronze.orders_raw", comment="orders as they land", table_properties={"quality": "bronze"})
-@dlt.expect("has_amount", "amount IS NOT NULL")
+@dp.table(name="bronze.orders_raw", comment="orders as they land", table_properties={"quality": "bronze"})
+@dp.expect("has_amount", "amount IS NOT NULL")
 def orders_raw():
     return (
         spark.readStream.format("cloudFiles")
@@ -17,27 +17,27 @@ def orders_raw():
     )
 
 
-@dlt.view(comment="orders that can be used")
-@dlt.expect_or_drop("positive_amount", "amount > 0")
+@dp.temporary_view(comment="orders that can be used")
+@dp.expect_or_drop("positive_amount", "amount > 0")
 def valid_orders():
-    return dlt.read_stream("bronze.orders_raw")
+    return spark.readStream.table("bronze.orders_raw")
 
 
-@dlt.table(name="silver.orders", partition_cols=["region"])
-@dlt.expect_all({"known_customer": "customer IS NOT NULL"})
+@dp.table(name="silver.orders", partition_cols=["region"])
+@dp.expect_all({"known_customer": "customer IS NOT NULL"})
 def orders():
-    return dlt.read_stream("valid_orders").drop("source_file")
+    return spark.readStream.table("valid_orders").drop("source_file")
 
 
-dlt.create_streaming_table("silver.all_events", expect_all_or_drop={"has_id": "id IS NOT NULL"})
+dp.create_streaming_table("silver.all_events", expect_all_or_drop={"has_id": "id IS NOT NULL"})
 
 
-@dlt.append_flow(target="silver.all_events", name="events_from_orders")
+@dp.append_flow(target="silver.all_events", name="events_from_orders")
 def events_from_orders():
-    return dlt.read_stream("silver.orders").select(F.col("order_id").alias("id"), F.lit("order").alias("kind"))
+    return spark.readStream.table("silver.orders").select(F.col("order_id").alias("id"), F.lit("order").alias("kind"))
 
 
-@dlt.append_flow(target="silver.all_events", name="events_from_refunds")
+@dp.append_flow(target="silver.all_events", name="events_from_refunds")
 def events_from_refunds():
     return (
         spark.readStream.format("cloudFiles")
@@ -47,6 +47,7 @@ def events_from_refunds():
     )
 
 
-@dlt.materialized_view(name="gold.revenue_by_region")
+@dp.materialized_view(name="gold.revenue_by_region")
 def revenue_by_region():
-    return dlt.read("silver.orders").groupBy("region").agg(F.sum("amount").alias("revenue"), F.count("*").alias("orders"))
+    orders = spark.read.table("silver.orders")
+    return orders.groupBy("region").agg(F.sum("amount").alias("revenue"), F.count("*").alias("orders"))

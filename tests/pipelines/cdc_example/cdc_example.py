@@ -1,12 +1,12 @@
 # The worked example of Databricks' AUTO CDC documentation ("Example: SCD type 1 and SCD type 2
 # processing with CDF source data"), as a pipeline file.
-import dlt
+from pyspark import pipelines as dp
 from pyspark.sql.functions import col, expr
 
 LANDING = spark.conf.get("test.landing")
 
 
-@dlt.view
+@dp.temporary_view
 def users():
     return (
         spark.readStream.format("cloudFiles")
@@ -16,8 +16,8 @@ def users():
     )
 
 
-dlt.create_streaming_table("default.target_scd1")
-dlt.create_auto_cdc_flow(
+dp.create_streaming_table("default.target_scd1")
+dp.create_auto_cdc_flow(
     target="default.target_scd1",
     source="users",
     keys=["userId"],
@@ -28,14 +28,14 @@ dlt.create_auto_cdc_flow(
     stored_as_scd_type=1,
 )
 
-@dlt.view
+@dp.temporary_view
 def users_without_truncates():
     # SCD2 has no truncate semantics, so the SCD2 targets read the changes without them.
-    return dlt.read_stream("users").filter("operation <> 'TRUNCATE'")
+    return spark.readStream.table("users").filter("operation <> 'TRUNCATE'")
 
 
-dlt.create_streaming_table("default.target_scd2")
-dlt.create_auto_cdc_flow(
+dp.create_streaming_table("default.target_scd2")
+dp.create_auto_cdc_flow(
     target="default.target_scd2",
     source="users_without_truncates",
     keys=["userId"],
@@ -45,8 +45,8 @@ dlt.create_auto_cdc_flow(
     stored_as_scd_type="2",
 )
 
-dlt.create_streaming_table("default.target_scd2_partial")
-dlt.apply_changes(
+dp.create_streaming_table("default.target_scd2_partial")
+dp.create_auto_cdc_flow(
     target="default.target_scd2_partial",
     source="users_without_truncates",
     keys=["userId"],

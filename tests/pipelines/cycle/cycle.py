@@ -1,11 +1,11 @@
-import dlt
+from pyspark import pipelines as dp
 
 
-@dlt.materialized_view(name="gold.a")
+@dp.materialized_view(name="gold.a")
 def a():
-    return dlt.read("gold.b")
+    return spark.read.table("gold.b")
 
 
-@dlt.materialized_view(name="gold.b")
+@dp.materialized_view(name="gold.b")
 def b():
-    return dlt.read("gold.a")
+    return spark.read.table("gold.a")

@@ -1,5 +1,5 @@
 # A streaming table of readings and a materialized view refreshed by partition (the sensor).
-import dlt
+from pyspark import pipelines as dp
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -10,7 +10,7 @@ LANDING = spark.conf.get("test.landing")
 
 # The input sorts after the view, so the runner reaches the view first: the view must bring its
 # input up to date before it picks the partitions to recompute.
-@dlt.table(name="staging.readings")
+@dp.table(name="staging.readings")
 def readings():
     return (
         spark.readStream.format("cloudFiles")
@@ -20,9 +20,9 @@ def readings():
     )
 
 
-@dlt.materialized_view(name="silver.reading_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
+@dp.materialized_view(name="silver.reading_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
 def reading_steps():
-    return steps(dlt.read("staging.readings"))
+    return steps(spark.read.table("staging.readings"))
 
 
 def steps(df):
@@ -32,21 +32,21 @@ def steps(df):
     return df.select("sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))
 
 
-@dlt.view(name="recent_readings")
+@dp.temporary_view(name="recent_readings")
 def recent_readings():
-    return dlt.read("staging.readings").filter("at >= 0")
+    return spark.read.table("staging.readings").filter("at >= 0")
 
 
-@dlt.materialized_view(name="silver.recent_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
+@dp.materialized_view(name="silver.recent_steps", table_properties={REFRESH_BY_PARTITION: "sensor"})
 def recent_steps():
-    return steps(dlt.read("recent_readings"))
+    return steps(spark.read.table("recent_readings"))
 
 
 # A partition column derived from the input: the bucket of ten time units a reading falls in.
-@dlt.materialized_view(name="silver.reading_buckets",
-                       table_properties={REFRESH_BY_PARTITION: "sensor,bucket=floor(at / 10)"})
+@dp.materialized_view(name="silver.reading_buckets",
+                      table_properties={REFRESH_BY_PARTITION: "sensor,bucket=floor(at / 10)"})
 def reading_buckets():
-    return buckets(dlt.read("staging.readings"))
+    return buckets(spark.read.table("staging.readings"))
 
 
 def buckets(df):

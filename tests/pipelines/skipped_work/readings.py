@@ -1,7 +1,7 @@
 # A pipeline for the work an update skips (tests/test_skipped_work.py). Each streaming flow
 # appends its name to calls.txt in the folder `test.calls` whenever the runtime plans its query
 # (a folder: the content of a file named by the configuration is part of every definition).
-import dlt
+from pyspark import pipelines as dp
 
 LANDING = spark.conf.get("test.landing")
 CALLS = spark.conf.get("test.calls")
@@ -20,34 +20,34 @@ def landed(folder: str):
     )
 
 
-@dlt.table(name="bronze.readings")
+@dp.table(name="bronze.readings")
 def readings_raw():
     planned("bronze.readings")
     return landed("readings")
 
 
-@dlt.table(name="bronze.extra_readings")
+@dp.table(name="bronze.extra_readings")
 def extra_raw():
     planned("bronze.extra_readings")
     return landed("extra")
 
 
-@dlt.table(name="bronze.alerts")
+@dp.table(name="bronze.alerts")
 def alerts_raw():
     planned("bronze.alerts")
     return landed("alerts")  # nothing ever lands here
 
 
-dlt.create_streaming_table("bronze.backfill")
+dp.create_streaming_table("bronze.backfill")
 
 
-@dlt.append_flow(target="bronze.backfill", once=True)
+@dp.append_flow(target="bronze.backfill", once=True)
 def backfill_once():
     return landed("backfill")  # empty at the first update
 
 
-@dlt.table(name="silver.readings")
+@dp.table(name="silver.readings")
 def readings():
     planned("silver.readings")
-    df = dlt.read_stream("bronze.readings")
-    return df.unionByName(dlt.read_stream("bronze.extra_readings")) if WITH_EXTRA else df
+    df = spark.readStream.table("bronze.readings")
+    return df.unionByName(spark.readStream.table("bronze.extra_readings")) if WITH_EXTRA else df

@@ -1,6 +1,6 @@
-import dlt
+from pyspark import pipelines as dp
 
 
-@dlt.materialized_view(name="gold.a")
+@dp.materialized_view(name="gold.a")
 def a():
-    return dlt.read("silver.does_not_exist")
+    return spark.read.table("silver.does_not_exist")
