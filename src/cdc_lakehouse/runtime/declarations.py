@@ -69,14 +69,16 @@ def check_columns(arg_name: str, value: object, optional: bool = True) -> None:
     if value is None and optional:
         return
     check_type(arg_name, value, list, "list[str] or list[Column]")
-    for column in value:  # type: ignore[union-attr]
+    assert isinstance(value, list)  # check_type raised otherwise
+    for column in value:
         check_type(arg_name, column, (str, Column), "list[str] or list[Column]")
 
 
 def check_expectations(arg_name: str, value: object) -> None:
     """``{name: SQL constraint}``, as ``expect_all*`` take."""
     check_optional(arg_name, value, dict, "dict[str, str]")
-    for name, constraint in (value or {}).items():  # type: ignore[union-attr]
+    assert value is None or isinstance(value, dict)  # check_optional raised otherwise
+    for name, constraint in (value or {}).items():
         check_type(arg_name, name, str, "dict[str, str]")
         check_type(arg_name, constraint, str, "dict[str, str]")
 

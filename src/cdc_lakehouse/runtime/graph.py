@@ -33,6 +33,9 @@ class Dataset:
     def persisted(self) -> bool:
         return self.kind != "view"
 
+    def query(self) -> Any:
+        return _call(self.func, f"dataset '{self.name}'")
+
 
 @dataclass
 class Flow:
@@ -45,6 +48,17 @@ class Flow:
     once: bool = False
     cdc: dict = field(default_factory=dict)  # AUTO CDC parameters, as documented
     source_file: str | None = None
+
+    def query(self) -> Any:
+        return _call(self.func, f"flow '{self.name}'")
+
+
+def _call(func: Callable | None, what: str) -> Any:
+    """A declared query's DataFrame; a table declared without one (``create_streaming_table``)
+    is filled by other flows and has none to call."""
+    if func is None:
+        raise PipelineDefinitionError(f"{what} has no query function")
+    return func()
 
 
 @dataclass

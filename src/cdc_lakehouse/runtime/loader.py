@@ -57,7 +57,7 @@ def load_pipeline(spark: SparkSession, sources: list[str]) -> PipelineGraph:
 def _exec_file(path: Path, spark: SparkSession) -> None:
     module = types.ModuleType(f"pipeline_{path.stem}")
     module.__file__ = str(path)
-    module.spark = SparkProxy(spark)
+    module.__dict__["spark"] = SparkProxy(spark)  # the global a notebook has
     file_token = loading_file.set(str(path))
     try:
         exec(compile(path.read_text(), str(path), "exec"), module.__dict__)

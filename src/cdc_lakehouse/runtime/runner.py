@@ -141,7 +141,7 @@ class PipelineRunner:
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
             self.shared_views.flow_ended(self.spark)
-            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
 
     def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
         target = self.graph.datasets[flow.target]
@@ -180,13 +180,13 @@ class PipelineRunner:
     def _query(self, flow: Flow, target: Dataset, batch: FlowBatch) -> DataFrame:
         """A query flow's result; of a view refreshed by partition, only its touched partitions."""
         if target.kind != "materialized_view" or not partition_columns(target):
-            return flow.func()
+            return flow.query()
         batch.view_refresh = ViewRefresh(self.store, target, batch)
         try:
-            return flow.func()
+            return flow.query()
         except FullRefreshNeeded:
             batch.view_refresh.recompute_all()
-            return flow.func()
+            return flow.query()
 
     def _create_empty(self, flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> None:
         """A streaming table exists from its first update on, even before any input arrives.
@@ -211,9 +211,9 @@ class PipelineRunner:
     def evaluate_view(self, dataset: Dataset, batch: FlowBatch | None = None) -> DataFrame:
         """The view's rows for the reading flow; the previous reader's, when it read the same input."""
         first_read = len(batch.reads) if batch is not None else 0
-        df = dataset.func()  # also records the flow's offsets and rows read, shared or not
+        df = dataset.query()  # also records the flow's offsets and rows read, shared or not
         shareable = batch is not None and batch.view_refresh is None
-        key = tuple(batch.reads[first_read:]) if shareable else ()
+        key = tuple(batch.reads[first_read:]) if shareable and batch is not None else ()
         shared = self.shared_views.lookup(dataset.name, key)
         if shared is not None:
             df, results = shared.df, shared.expectations
