@@ -22,7 +22,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from conftest import TINY_DATA
+from tiny_data import TINY_DATA
 
 REPO = Path(__file__).resolve().parents[1]
 # What the build reads. A copy, not the checkout: setuptools builds in the source tree and keeps
