@@ -2,7 +2,7 @@
 
 A change flows through the layers in this order, and each may import only those before it:
 contract (the landing format), storage, config, bronze, silver, cdc, snapshot, gold, runtime (the
-local runtime), tools (CLIs, capture, demo, remote, housekeeping). Every import counts, also one
+local runtime), tools (CLIs, capture, dashboard, demo, remote, housekeeping). Every import counts, also one
 inside a function: a lazy import still ties the lower layer to the higher one.
 
 ``KNOWN_UPWARD`` and ``KNOWN_CYCLES`` list what is still wrong today (issue 40). The test fails on
@@ -28,20 +28,7 @@ LAYER_OF = {
 }
 
 # (importer, imported) pairs still pointing upward; remove an entry when its import is gone.
-# gold.cli and gold.dashboard are tools that still sit in gold (Databricks loads gold).
-KNOWN_UPWARD = {
-    ("gold.cli", "cli_types"),
-    ("gold.cli", "project_files"),
-    ("gold.dashboard", "project_files"),
-    ("gold.cli", "runtime.session"),
-    ("gold.dashboard", "runtime.catalog"),
-    ("snapshot.cli", "cli_types"),
-    ("snapshot.cli", "console"),
-    ("snapshot.cli", "housekeeping.maintenance"),
-    ("snapshot.cli", "housekeeping.run"),
-    ("snapshot.cli", "housekeeping.summary"),
-    ("snapshot.tables", "runtime.session"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
