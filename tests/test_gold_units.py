@@ -4,6 +4,7 @@ with column filters, quarantine attribution, anomalies per table, and the dashbo
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -222,13 +223,15 @@ def test_widget_sql_groups_by_the_fields_that_are_not_aggregates():
     assert "GROUP BY" not in lakeview.widget_sql(by_name["recent_changes_table"], datasets)
 
 
-def test_dashboard_file_is_deployed_by_the_bundle_and_names_tables_without_catalog():
+def test_dashboard_file_is_deployed_by_the_bundle_and_names_tables_alone():
+    """Catalog and schema are the target's (dataset_catalog, dataset_schema): one file serves all."""
     spec = yaml.safe_load((REPO / "resources/cdc_lakehouse.dashboard.yml").read_text())
     board = spec["resources"]["dashboards"]["cdc_lakehouse_dashboard"]
     assert board["file_path"] == "../src/dashboards/cdc_lakehouse.lvdash.json"
     assert board["dataset_catalog"] == "${var.catalog}"
+    assert board["dataset_schema"] == "${resources.schemas.gold.name}"
     for name, sql in lakeview.dataset_queries(lakeview.load()).items():
-        assert "gold." in sql and "${" not in sql and not __import__("re").search(r"\w+\.gold\.", sql), name
+        assert "FROM " in sql and "${" not in sql and not re.search(r"\bgold\.", sql), name
 
 
 def test_a_table_not_created_yet_is_skipped(spark):
