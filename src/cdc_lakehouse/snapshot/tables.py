@@ -26,6 +26,10 @@ class CatalogStore:
     def exists(self, name: str) -> bool:
         return self.spark.catalog.tableExists(self.qualified(name))
 
+    def versioned(self) -> bool:
+        """No: a job step reads the pipeline's tables whole, as of now (compaction recomputes)."""
+        return False
+
     def read(self, name: str) -> DataFrame:
         return self.spark.table(self.qualified(name))
 
