@@ -138,3 +138,29 @@ def test_the_check_finds_an_upward_import_and_a_cycle() -> None:
     assert upward_imports(graph) == {("silver.x", "gold.y")}
     assert cycles(graph) == {frozenset({"silver.x", "gold.y"})}
     assert layer("capture.binlog") == layer("cli") == LAYERS.index("tools")
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """The top-level names of the modules a file imports, anywhere in it (lazy imports too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_storage_seam_imports_delta_rs() -> None:
+    """Every read and write of a Delta table goes through a store (storage/): the package's
+    other modules and the pipeline files never reach ``deltalake`` themselves."""
+    storage = PACKAGE / "storage"
+    leaks = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.parent.rglob("*.py")
+                   if storage not in p.parents and "deltalake" in third_party_imports(p))
+    assert not leaks, f"import deltalake outside cdc_lakehouse/storage: {leaks}"
+
+
+def test_the_check_finds_a_lazy_deltalake_import(tmp_path: Path) -> None:
+    source = tmp_path / "leak.py"
+    source.write_text("def f():\n    from deltalake import DeltaTable\n    import pyarrow.compute\n", encoding="utf-8")
+    assert third_party_imports(source) == {"deltalake", "pyarrow"}
