@@ -28,7 +28,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import load_onboarding
 from cdc_lakehouse.demo import shop_workload
-from cdc_lakehouse.gold import audit, commit_point, dashboard, health, schemas
+from cdc_lakehouse.dashboard import lakeview
+from cdc_lakehouse.gold import audit, commit_point, health, schemas
 from cdc_lakehouse.gold.commit_point import replication_watermark
 from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
 from cdc_lakehouse.runtime.catalog import run_sql
@@ -445,16 +446,16 @@ def test_builders_return_exactly_the_declared_columns_and_types(spark, history, 
 
 # -- dashboard ------------------------------------------------------------------------------
 def test_every_dashboard_query_runs_on_the_lake(spark, history):
-    board = dashboard.load()
-    datasets = dashboard.dataset_queries(board)
-    queries = dashboard.LakeQueries(spark, history.store)
+    board = lakeview.load()
+    datasets = lakeview.dataset_queries(board)
+    queries = lakeview.LakeQueries(spark, history.store)
     filled = {name for name, sql in datasets.items() if queries.rows(sql)[1]}
     assert filled >= {"replication_health", "data_quality", "rows_per_layer", "activity", "changes_by_user_role",
                       "biggest_transactions", "recent_changes", "landing_summary"}
     used = set()
-    for widget in dashboard.widgets(board):
+    for widget in lakeview.widgets(board):
         if widget.kind != "text":
-            queries.rows(dashboard.widget_sql(widget, datasets))
+            queries.rows(lakeview.widget_sql(widget, datasets))
             used.add(widget.query["datasetName"])
     assert used == set(datasets), "a dataset no widget shows"
 
@@ -462,14 +463,14 @@ def test_every_dashboard_query_runs_on_the_lake(spark, history):
 def test_dashboard_html_renders_its_charts_in_headless_chromium(history, tmp_path):
     import argparse
 
-    from cdc_lakehouse.gold.cli import add_dashboard_command
+    from cdc_lakehouse.dashboard.cli import add_dashboard_command
 
     parser = argparse.ArgumentParser()
     add_dashboard_command(parser.add_subparsers())
     page = tmp_path / "dashboard.html"
     args = parser.parse_args(["dashboard", "--lake", str(history.lake), "--out", str(page)])
     assert args.func(args) == 0
-    charts = [w.name for w in dashboard.widgets(dashboard.load()) if w.kind in dashboard.CHARTS]
+    charts = [w.name for w in lakeview.widgets(lakeview.load()) if w.kind in lakeview.CHARTS]
     dom = _rendered_dom(page, tmp_path / "profile")
     for name in charts:
         chart = dom.split(f'id="chart-{name}"', 1)

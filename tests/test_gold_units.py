@@ -4,6 +4,7 @@ with column filters, quarantine attribution, anomalies per table, and the dashbo
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -12,7 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.config import load_onboarding, parse_onboarding
-from cdc_lakehouse.gold import dashboard, health, inputs
+from cdc_lakehouse.dashboard import lakeview
+from cdc_lakehouse.gold import health, inputs
 from cdc_lakehouse.gold.audit import audit_rows
 from cdc_lakehouse.gold.commit_point import at_point, commit_point, commit_point_at, source_watermark
 from cdc_lakehouse.gold.replicas import replica_as_of, replica_at
@@ -212,22 +214,24 @@ def test_a_source_without_a_change_stream_has_no_anomalies(spark):
 
 
 def test_widget_sql_groups_by_the_fields_that_are_not_aggregates():
-    board = dashboard.load()
-    datasets = dashboard.dataset_queries(board)
-    by_name = {w.name: w for w in dashboard.widgets(board)}
-    sql = dashboard.widget_sql(by_name["changes_by_user"], datasets)
+    board = lakeview.load()
+    datasets = lakeview.dataset_queries(board)
+    by_name = {w.name: w for w in lakeview.widgets(board)}
+    sql = lakeview.widget_sql(by_name["changes_by_user"], datasets)
     assert sql.startswith("SELECT `user` AS `user`, SUM(`changes`) AS `sum(changes)`, `role` AS `role` FROM (")
     assert sql.endswith(") AS dataset GROUP BY `user`, `role`")
-    assert "GROUP BY" not in dashboard.widget_sql(by_name["recent_changes_table"], datasets)
+    assert "GROUP BY" not in lakeview.widget_sql(by_name["recent_changes_table"], datasets)
 
 
-def test_dashboard_file_is_deployed_by_the_bundle_and_names_tables_without_catalog():
+def test_dashboard_file_is_deployed_by_the_bundle_and_names_tables_alone():
+    """Catalog and schema are the target's (dataset_catalog, dataset_schema): one file serves all."""
     spec = yaml.safe_load((REPO / "resources/cdc_lakehouse.dashboard.yml").read_text())
     board = spec["resources"]["dashboards"]["cdc_lakehouse_dashboard"]
     assert board["file_path"] == "../src/dashboards/cdc_lakehouse.lvdash.json"
     assert board["dataset_catalog"] == "${var.catalog}"
-    for name, sql in dashboard.dataset_queries(dashboard.load()).items():
-        assert "gold." in sql and "${" not in sql and not __import__("re").search(r"\w+\.gold\.", sql), name
+    assert board["dataset_schema"] == "${resources.schemas.gold.name}"
+    for name, sql in lakeview.dataset_queries(lakeview.load()).items():
+        assert "FROM " in sql and "${" not in sql and not re.search(r"\bgold\.", sql), name
 
 
 def test_a_table_not_created_yet_is_skipped(spark):

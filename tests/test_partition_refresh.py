@@ -53,7 +53,7 @@ def test_new_input_recomputes_only_its_partitions_and_equals_a_full_recompute(sp
     steps = {(r.sensor, r.at): r.previous for r in DeltaRsStore(spark, lake).read(VIEW).collect()}
     assert steps[("a", 3)] == 2.0 and steps[(None, 2)] == 0.5 and steps[("b", 1)] is None
     # Written: the rows of the touched partitions (a, c, NULL) in place of theirs, not the view.
-    commit = DeltaRsStore(spark, lake).delta_table(VIEW).history(1)[0]
+    commit = DeltaRsStore(spark, lake).history(VIEW, 1)[0]
     assert commit["operationParameters"]["predicate"] and commit["operationMetrics"]["num_added_rows"] == 6
 
 

@@ -15,10 +15,11 @@ from rich.table import Table
 from cdc_lakehouse.capture.cli import add_capture_commands
 from cdc_lakehouse.cli_types import key_value, lake_dir, landing_dir, missing_landing, positive_int
 from cdc_lakehouse.console import stderr_console, stdout_console
-from cdc_lakehouse.gold.cli import add_dashboard_command
+from cdc_lakehouse.dashboard.cli import add_dashboard_command
+from cdc_lakehouse.housekeeping.cli import add_housekeeping_command
 from cdc_lakehouse.project_files import pipeline_sources
 from cdc_lakehouse.remote.cli import add_remote_commands
-from cdc_lakehouse.snapshot.cli import add_housekeeping_command, add_snapshot_commands
+from cdc_lakehouse.snapshot_cli import add_snapshot_commands
 
 # Relative to the working directory, as the default onboarding file: an installed wheel has no
 # fixtures, and the demo runs from the repo's root. A Path, not a str: argparse checks a str

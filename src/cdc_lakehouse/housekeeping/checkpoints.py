@@ -12,6 +12,10 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+    from cdc_lakehouse.storage import TableStore
 
 APP_PREFIX = "cdc-lakehouse/"
 
@@ -34,7 +38,7 @@ class FlowProgress:
         return {s for offsets in self.batches.values() for s in offsets}
 
 
-def load_progress(lake: Path, store) -> list[FlowProgress]:
+def load_progress(lake: Path, store: TableStore) -> list[FlowProgress]:
     root = Path(lake) / "_checkpoints"
     if not root.is_dir():
         return []
@@ -46,12 +50,12 @@ def load_progress(lake: Path, store) -> list[FlowProgress]:
     return flows
 
 
-def _committed_batches(store, flows: list[FlowProgress]) -> None:
+def _committed_batches(store: TableStore, flows: list[FlowProgress]) -> None:
     """The committed batch of each flow: the highest app-transaction version any table has for it
     (its target; for AUTO CDC also its state table, which commits last)."""
-    tables = [store.delta_table(info.name) for info in store.list_tables()]
+    tables = [info.name for info in store.list_tables()]
     for progress in flows:
-        versions = [t.transaction_version(APP_PREFIX + progress.flow) for t in tables]
+        versions = [store.committed_version(t, APP_PREFIX + progress.flow) for t in tables]
         progress.committed = max((v for v in versions if v is not None), default=-1)
 
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.storage import Commit, UpsertSpec
-from cdc_lakehouse.storage.delta_rs import StreamingSourceChanged
+from cdc_lakehouse.storage import Commit, StreamingSourceChanged, TableStore, UpsertSpec
 
 APP_ID = "cdc-lakehouse/housekeeping/compaction"
 KEY = ("schema", "table", "key")
@@ -36,12 +35,12 @@ def latest_changes(changes: DataFrame) -> DataFrame:
     return ranked.filter("__r = 1").drop("__r")
 
 
-def compact(store, changes_table: str) -> dict:
+def compact(store: TableStore, changes_table: str) -> dict:
     """Bring ``<changes_table>_compacted`` up to date; returns what was done."""
     target = compacted_name(changes_table)
     if not store.exists(changes_table):
         return {"table": target, "status": "skipped", "reason": f"{changes_table} does not exist yet"}
-    if not hasattr(store, "read_appended"):  # Unity Catalog: recompute, there is no version seam
+    if not store.versioned():  # Unity Catalog: recompute, there is no version seam
         return _rebuild(store, changes_table, target, None)
     up_to = store.version(changes_table)
     done = store.committed_version(target, APP_ID) if store.exists(target) else None

@@ -1,4 +1,4 @@
-"""OPTIMIZE (file compaction) and VACUUM of the lake's Delta tables, with delta-rs.
+"""OPTIMIZE (file compaction) and VACUUM of the lake's Delta tables, through the store.
 
 VACUUM removes files no table version within the retention still needs; a retention below
 Delta's default file retention (7 days, 168 h) is refused unless explicitly allowed, as Delta's
@@ -12,6 +12,11 @@ maintenance optimizes them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+    from cdc_lakehouse.storage import TableStore
 
 DELTA_DEFAULT_RETENTION_HOURS = 168
 
@@ -28,19 +33,15 @@ def check_retention(hours: float, allow_short: bool) -> None:
         )
 
 
-def optimize_and_vacuum(store, retention_hours: float, allow_short: bool, streamed: dict[str, list[str]]) -> list[dict]:
+def optimize_and_vacuum(store: TableStore, retention_hours: float, allow_short: bool, streamed: dict[str, list[str]]) -> list[dict]:
     check_retention(retention_hours, allow_short)
     results = []
     for info in store.list_tables():
-        table = store.delta_table(info.name)
-        result = {"table": info.name}
+        result: dict = {"table": info.name}
         if info.name in streamed:
             result["optimize"] = f"skipped: read as a stream by {', '.join(sorted(streamed[info.name]))}"
         else:
-            metrics = table.optimize.compact()
-            result["optimize"] = {"files_added": metrics["numFilesAdded"], "files_removed": metrics["numFilesRemoved"]}
-        removed = table.vacuum(retention_hours=int(retention_hours), dry_run=False,
-                               enforce_retention_duration=not allow_short)
-        result["vacuumed_files"] = len(removed)
+            result["optimize"] = store.optimize(info.name)
+        result["vacuumed_files"] = store.vacuum(info.name, retention_hours, enforce_retention=not allow_short)
         results.append(result)
     return results

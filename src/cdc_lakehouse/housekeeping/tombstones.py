@@ -7,13 +7,17 @@ tombstone goes (Databricks does the same for pipelines, tuned with the table pro
 ``pipelines.cdc.tombstoneGCThresholdInSeconds``). The compacted change log's deletes age out
 with the same threshold, by their commit time.
 
-Rows are deleted with delta-rs (only the files holding expired tombstones are rewritten); these
+Rows are deleted through the store (only the files holding expired tombstones are rewritten); these
 tables are read as a whole by AUTO CDC, never as a stream, so the rewrite is safe.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+    from cdc_lakehouse.storage import TableStore
 
 STATE_PREFIX = "__apply_changes_storage_"
 COMPACTED_SUFFIX = "_changes_compacted"
@@ -30,7 +34,7 @@ def expiry_predicate(table: str, cutoff: datetime) -> str | None:
     return None
 
 
-def expire(store, older_than_hours: float, now: datetime | None = None) -> list[dict]:
+def expire(store: TableStore, older_than_hours: float, now: datetime | None = None) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     cutoff = now - timedelta(hours=older_than_hours)
     results = []
@@ -38,7 +42,6 @@ def expire(store, older_than_hours: float, now: datetime | None = None) -> list[
         predicate = expiry_predicate(info.name, cutoff)
         if predicate is None:
             continue
-        metrics = store.delta_table(info.name).delete(predicate)
-        results.append({"table": info.name, "expired": int(metrics.get("num_deleted_rows", 0)),
+        results.append({"table": info.name, "expired": store.delete_where(info.name, predicate),
                         "cutoff": cutoff.isoformat()})
     return results

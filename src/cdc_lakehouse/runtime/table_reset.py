@@ -6,7 +6,6 @@ is rebuilt from its sources; here the checkpoints live apart, so they are forgot
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from cdc_lakehouse.cdc.apply import state_table_name
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 from cdc_lakehouse.runtime.flow_state import state_table_name as flow_state_table
 from cdc_lakehouse.runtime.graph import Dataset, PipelineDefinitionError, PipelineGraph
+from cdc_lakehouse.storage import TableStore
 
 RESET_ALLOWED = "pipelines.reset.allowed"
 
@@ -35,7 +35,7 @@ def selected_tables(graph: PipelineGraph, names: Iterable[str]) -> list[str]:
 
 
 class TableReset:
-    def __init__(self, graph: PipelineGraph, store, checkpoints: Path):
+    def __init__(self, graph: PipelineGraph, store: TableStore, checkpoints: Path):
         self.graph, self.store, self.checkpoints = graph, store, checkpoints
 
     def reset(self, names: Iterable[str]) -> None:
@@ -47,10 +47,10 @@ class TableReset:
 
     def forget(self, name: str) -> None:
         if self.graph.datasets[name].persisted:
-            shutil.rmtree(self.store.path(name), ignore_errors=True)
-            shutil.rmtree(self.store.path(state_table_name(name)), ignore_errors=True)
+            self.store.drop(name)
+            self.store.drop(state_table_name(name))
         for flow in self.graph.flows_into(name):
-            shutil.rmtree(self.store.path(flow_state_table(name, flow.name)), ignore_errors=True)
+            self.store.drop(flow_state_table(name, flow.name))
             self._checkpoint(flow.name).reset()
 
     def deleted(self, name: str) -> bool:

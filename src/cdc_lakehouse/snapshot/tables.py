@@ -1,5 +1,6 @@
-"""Where the job steps find tables: a local lake (delta-rs, ``--lake DIR``) or Unity Catalog
-(``--catalog C`` on Databricks job compute, tables ``<catalog>.<schema>.<table>``)."""
+"""The job steps' tables in Unity Catalog (``--catalog C`` on Databricks job compute, tables
+``<catalog>.<schema>.<table>``). Locally they are a lake's (``storage.DeltaRsStore``);
+``cdc_lakehouse.job_args.open_store`` picks one of the two."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ class CatalogStore:
     def exists(self, name: str) -> bool:
         return self.spark.catalog.tableExists(self.qualified(name))
 
+    def versioned(self) -> bool:
+        """No: a job step reads the pipeline's tables whole, as of now (compaction recomputes)."""
+        return False
+
     def read(self, name: str) -> DataFrame:
         return self.spark.table(self.qualified(name))
 
@@ -38,14 +43,3 @@ class CatalogStore:
         df.write.mode("overwrite").option("overwriteSchema", "true").saveAsTable(self.qualified(name))
         return self.spark.table(self.qualified(name)).count()
 
-
-def open_store(args):
-    """(spark, store) for ``--lake`` or ``--catalog``."""
-    if getattr(args, "catalog", None):
-        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-        return spark, CatalogStore(spark, args.catalog)
-    from cdc_lakehouse.runtime.session import get_spark
-    from cdc_lakehouse.storage import DeltaRsStore
-
-    spark = get_spark()
-    return spark, DeltaRsStore(spark, args.lake)

@@ -6,7 +6,9 @@ tables are Databricks' own and never pass through here; the job steps that read 
 Nothing else in the project touches table files.
 """
 
-from cdc_lakehouse.storage.base import Commit, ConcurrentCommit, TableInfo, TableStore, UpsertSpec
-from cdc_lakehouse.storage.delta_rs import DeltaRsStore, StreamingSourceChanged
+from cdc_lakehouse.storage.base import (
+    Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, TableStore, UpsertSpec,
+)
+from cdc_lakehouse.storage.delta_rs import DeltaRsStore
 
 __all__ = ["Commit", "ConcurrentCommit", "TableInfo", "TableStore", "UpsertSpec", "DeltaRsStore", "StreamingSourceChanged"]

@@ -21,6 +21,10 @@ class Commit:
     version: int
 
 
+class StreamingSourceChanged(RuntimeError):
+    """A streaming read found rows removed or rewritten in an append-only source."""
+
+
 class ConcurrentCommit(RuntimeError):
     """Another writer committed to the table while this one wrote the same batch: two updates
     of one lake ran at once (past its lock: runtime/lake_lock.py). Delta took the other's commit
@@ -55,6 +59,11 @@ class TableInfo:
 class TableStore(Protocol):
     def exists(self, name: str) -> bool: ...
 
+    def versioned(self) -> bool:
+        """Whether ``version``, ``committed_version`` and ``read_appended`` answer: a lake's
+        tables have versions; Unity Catalog's are read whole by the job steps (no version seam)."""
+        ...
+
     def read(self, name: str) -> DataFrame: ...
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
@@ -86,3 +95,23 @@ class TableStore(Protocol):
         ...
 
     def list_tables(self) -> list[TableInfo]: ...
+
+    # -- maintenance: housekeeping and full refresh, on a lake's own tables -------------------
+    def drop(self, name: str) -> None:
+        """Delete the table and its files; nothing happens when there is none."""
+
+    def delete_where(self, name: str, predicate: str) -> int:
+        """Delete the rows a SQL predicate selects, rewriting only the files holding them; how many."""
+        ...
+
+    def optimize(self, name: str) -> dict[str, int]:
+        """Rewrite small files into larger ones: ``files_added``, ``files_removed``."""
+        ...
+
+    def vacuum(self, name: str, retention_hours: float, enforce_retention: bool = True) -> int:
+        """Remove the files no version within the retention needs; how many were removed."""
+        ...
+
+    def history(self, name: str, limit: int | None = None) -> list[dict]:
+        """The table's commits, newest first: operation, parameters and metrics of each."""
+        ...

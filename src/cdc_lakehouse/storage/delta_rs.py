@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,14 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
-from cdc_lakehouse.storage.base import Commit, ConcurrentCommit, TableInfo, UpsertSpec
+from cdc_lakehouse.storage.base import Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec
 from cdc_lakehouse.paths import glob_literal, local_path
 
 DEFAULT_SCHEMA = "default"
-
-
-class StreamingSourceChanged(RuntimeError):
-    """A streaming read found rows removed or rewritten in an append-only source."""
 
 
 class DeltaRsStore:
@@ -83,6 +80,9 @@ class DeltaRsStore:
     # -- reads ------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(str(self.path(name)))
+
+    def versioned(self) -> bool:
+        return True
 
     def version(self, name: str) -> int | None:
         table = self._table(name)
@@ -267,9 +267,29 @@ class DeltaRsStore:
         if any(current.get(k) != v for k, v in wanted.items()):
             table.alter.set_table_properties(wanted, raise_if_not_exists=False)
 
-    def delta_table(self, name: str) -> DeltaTable:
-        """The delta-rs handle, for maintenance (OPTIMIZE, VACUUM, history)."""
-        return self._existing(name)
+    # -- maintenance --------------------------------------------------------------------------
+    def drop(self, name: str) -> None:
+        path = self.path(name)
+        shutil.rmtree(path, ignore_errors=True)
+        # A table made again at the path is another table: no snapshot of this one may serve it.
+        self._snapshots = {k: t for k, t in self._snapshots.items() if k[0] != str(path)}
+
+    def delete_where(self, name: str, predicate: str) -> int:
+        """``predicate`` in delta-rs' SQL (DataFusion's)."""
+        metrics = self._existing(name).delete(predicate)
+        return int(metrics.get("num_deleted_rows", 0))
+
+    def optimize(self, name: str) -> dict[str, int]:
+        metrics = self._existing(name).optimize.compact()
+        return {"files_added": metrics["numFilesAdded"], "files_removed": metrics["numFilesRemoved"]}
+
+    def vacuum(self, name: str, retention_hours: float, enforce_retention: bool = True) -> int:
+        removed = self._existing(name).vacuum(retention_hours=int(retention_hours), dry_run=False,
+                                              enforce_retention_duration=enforce_retention)
+        return len(removed)
+
+    def history(self, name: str, limit: int | None = None) -> list[dict]:
+        return self._existing(name).history(limit)
 
 
 def _where_predicate(where: dict[str, list]) -> str:

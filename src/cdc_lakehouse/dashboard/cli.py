@@ -21,19 +21,19 @@ def add_dashboard_command(subparsers) -> None:
 
 
 def cmd_dashboard(args) -> int:
-    from cdc_lakehouse.gold import dashboard
+    from cdc_lakehouse.dashboard import lakeview
     from cdc_lakehouse.project_files import dashboard_file
     from cdc_lakehouse.runtime.session import get_spark
     from cdc_lakehouse.storage import DeltaRsStore
 
     path = args.dashboard or dashboard_file()
     try:
-        spec = dashboard.load(path)  # before Spark starts
+        spec = lakeview.load(path)  # before Spark starts
     except (OSError, ValueError) as exc:
         raise LookupError(f"cannot read the dashboard file {path}: {exc}") from exc
     spark = get_spark()
-    page = dashboard.render(spark, DeltaRsStore(spark, args.lake), spec,
-                            title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")
+    page = lakeview.render(spark, DeltaRsStore(spark, args.lake), spec,
+                             title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
