@@ -57,6 +57,8 @@ def cmd_run(args) -> int:
         "cdc_lakehouse.onboarding_file": str(Path(args.config).resolve()),
         "cdc_lakehouse.env": args.env,
     }
+    for warning in onboarding.warnings:  # dlt-meta keys that do not change the results
+        console.print(f"[yellow]warning:[/yellow] {warning}")
     for unread in unread_folders(landing, onboarding):
         console.print(f"[yellow]warning:[/yellow] {unread.warning}")
     code = _run(pipeline_sources(), args.lake, configuration, args)
