@@ -589,9 +589,10 @@ class Onboarding(BaseModel):
 def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboarding:
     """Read and validate an onboarding file, resolving ``*_<env>`` keys for ``env``."""
     where = str(path)
-    onboarding = parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
+    data, duplicates = _read_yaml(Path(path), where)
+    onboarding = parse_onboarding(data, env=env, where=where)
     flows = [_schema_path_from(flow, Path(path).parent) for flow in onboarding.all_flows]
-    return onboarding.model_copy(update={"all_flows": flows})
+    return onboarding.model_copy(update={"all_flows": flows, "warnings": duplicates + onboarding.warnings})
 
 
 def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
@@ -638,7 +639,12 @@ def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboardin
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, which PyYAML would silently overwrite."""
+    """SafeLoader that rejects duplicate keys, which PyYAML would silently overwrite; except
+    keys that are ignored anyway (dlt-meta's own files repeat some), which are warnings."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.duplicates: list[str] = []
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -647,7 +653,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue  # `<<: *anchor` may be overridden by explicit keys on purpose
         key = loader.construct_object(key_node, deep=True)
-        if key in first_line:
+        if key in first_line and _is_ignored(key):
+            line = key_node.start_mark.line + 1
+            loader.duplicates.append(f"line {line}: duplicate key {key!r} (first at line {first_line[key]}): "
+                                     f"ignored: {IGNORED_KEYS[_is_ignored(key)]}")
+        elif key in first_line:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (first at line {first_line[key]})",
                 key_node.start_mark,
@@ -659,19 +669,30 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read_yaml(path: Path, where: str) -> Any:
+def _is_ignored(key: Any) -> str:
+    """The IGNORED_KEYS entry of ``key`` (with or without its env suffix), else ''."""
+    text = str(key)
+    base = text.rpartition("_")[0]
+    return text if text in IGNORED_KEYS else base if base in IGNORED_KEYS else ""
+
+
+def _read_yaml(path: Path, where: str) -> tuple[Any, list[str]]:
+    """The file's data, and warnings about duplicate keys that do not matter."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeError) as exc:
         raise OnboardingError(f"{where}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return loader.get_single_data(), [f"{where}: {line}" for line in loader.duplicates]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise OnboardingError(f"{where}: {at}invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise OnboardingError(f"{where}: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
 
 
 def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str], list[str]]:
@@ -993,8 +1014,11 @@ def _clashes(claims: Iterable[tuple[Any, str, str]]) -> Iterator[str]:
             owners[claim] = label
 
 
-def _qualified(*parts: str | None) -> str:
-    return ".".join(part for part in parts if part)
+def _qualified(catalog: str | None, database: str | None, table: str | None) -> str:
+    # dlt-meta files also write the catalog into the database ("cat.schema"), without a catalog key.
+    if database and "." in database:
+        catalog = None
+    return ".".join(part for part in (catalog, database, table) if part)
 
 
 def _contains(names: Iterable[str], column: str) -> bool:
