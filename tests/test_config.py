@@ -133,6 +133,9 @@ def test_env_suffixed_keys_resolve_for_the_chosen_env():
 
 def test_env_without_its_keys_is_an_error(tmp_path):
     message = error_of(tmp_path, [make_feed_flow()], env="stag")
+    assert message == f"{tmp_path / 'onboarding.yml'}: env 'stag' has no keys in this file (its envs: dev, prod)"
+    only_prod = make_feed_flow(source_details__source_path_stag="x", bronze_database_dev=DELETE)
+    message = error_of(tmp_path, [only_prod], env="stag")
     entry = f"{tmp_path / 'onboarding.yml'}: flow #1 (data_flow_id=301)"
     assert f"{entry}: bronze_database_stag: required key is missing" in message
     assert "silver_database_stag: required key is missing" in message

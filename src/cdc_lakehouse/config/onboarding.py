@@ -618,6 +618,9 @@ def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboardin
         raise OnboardingError(f"{where}: env must be letters and digits, e.g. dev (got {env!r})")
     if not isinstance(data, list) or not data:
         raise OnboardingError(f"{where}: must be a non-empty list of flows (got {_kind(data)})")
+    envs = _envs_of(data)
+    if envs and env not in envs:  # a typo in the env would otherwise drop every per-env key
+        raise OnboardingError(f"{where}: env {env!r} has no keys in this file (its envs: {', '.join(sorted(envs))})")
     parsed: list[tuple[str, DataFlow]] = []
     problems: list[str] = []
     ignored: dict[str, list[str]] = {}
@@ -636,6 +639,21 @@ def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboardin
     # One line per ignored key and reason, not per flow: a dlt-meta file repeats its keys.
     warnings = [f"{where}: {warning} (data_flow_id {', '.join(ids)})" for warning, ids in ignored.items()]
     return Onboarding(path=where, env=env, all_flows=[flow for _, flow in parsed], warnings=warnings)
+
+
+def _envs_of(data: list[Any]) -> set[str]:
+    """The env suffixes of the per-env keys of the flows in ``data``."""
+    envs = set()
+    for raw in data:
+        if not isinstance(raw, Mapping):
+            continue
+        details = raw.get("source_details")
+        keys = [*raw, *(details if isinstance(details, Mapping) else ())]
+        for key in map(str, keys):
+            base, _, suffix = key.rpartition("_")
+            if base in _ENV_KEYS and _ENV_NAME.match(suffix):
+                envs.add(suffix)
+    return envs
 
 
 class _StrictLoader(yaml.SafeLoader):
