@@ -527,6 +527,10 @@ DLT_META_ERRORS = {
     "change stream with a transformation": (
         make_flow(silver_transformation_json_dev="t.json"),
         "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
+    "null-update column lists": (make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+                                 f"{CDC}.ignore_null_updates_column_list: not supported by cdc-lakehouse"),
+    "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
+                                   f"{CDC}.where: not supported for a shadow flow"),
     "change stream with snapshot apply": (
         make_flow(silver_apply_changes_from_snapshot={"keys": ["customer_id"], "scd_type": 1}),
         "silver_apply_changes_from_snapshot: not supported for a shadow flow"),

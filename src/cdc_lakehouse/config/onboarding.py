@@ -129,6 +129,7 @@ CHANGE_STREAM_IGNORED = {
     "silver_catalog": "its tables are in the pipeline's catalog",
     "silver_database": "its silver tables are in the pipeline's silver schema (cdc_lakehouse.silver_schema)",
     "source_details.source_path": "its landing folder is <landing>/<source>/<capture>/ (DataFlow.landing_path)",
+    "source_details.source_catalog": "its source is named by cdc_lakehouse.source",
 }
 # ... and keys that would change its results, which it cannot honour: errors.
 CHANGE_STREAM_UNSUPPORTED = {
@@ -861,6 +862,8 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
         problems.append(f"{_CDC}: required key is missing")
     warnings = [f"{_render_loc(tuple(key.split('.')), env)}: ignored by {flow.kind} flows: {why}"
                 for key, why in CHANGE_STREAM_IGNORED.items() if key in set_keys]
+    if flow.silver_cdc_apply_changes is not None and flow.silver_cdc_apply_changes.flow_name:
+        warnings.append(f"{_CDC}.flow_name: ignored by {flow.kind} flows: the pipeline names their flows")
     return problems, warnings
 
 
@@ -913,11 +916,22 @@ def reader_format(options: Mapping[str, str]) -> str | None:
     return next((value.lower() for key, value in options.items() if key.lower() == "cloudfiles.format"), None)
 
 
+# AUTO CDC arguments the flows do not pass on (the local runtime has no such argument, and a
+# change-stream flow's replicas are applied in commit order by several flows).
+_UNPASSED = ("ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
+_FEED_ONLY = ("where", "once")
+
+
 def _flow_problems(flow: DataFlow) -> list[str]:
     cdc = flow.silver_cdc_apply_changes
     if cdc is None:
         return []
     problems = _key_problems(flow) + _filter_problems(flow.column_filters)
+    problems += [f"{_CDC}.{name}: not supported by cdc-lakehouse (use ignore_null_updates)"
+                 for name in _UNPASSED if getattr(cdc, name) is not None]
+    if flow.is_change_stream:
+        problems += [f"{_CDC}.{name}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
+                     for name in _FEED_ONLY if getattr(cdc, name)]
     if cdc.column_list is not None and cdc.except_column_list is not None:
         problems.append(f"{_CDC}: column_list and except_column_list cannot be used together")
     if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
