@@ -71,6 +71,13 @@ def test_the_default_onboarding_file_is_the_working_directory_s(tmp_path, monkey
     assert "no onboarding file at conf/onboarding.yml" in said and "--config FILE" in said
 
 
+def test_run_lists_the_dlt_meta_keys_it_ignores(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no landing folder: the run stops after loading the file
+    assert main(["run", "--config", str(REPO / "tests/data/dlt_meta/onboarding.json"), "--env", "prod"]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "warning:" in said and "bronze_table_path_prod: ignored: tables are managed by the pipeline" in said
+
+
 def test_the_default_landing_folder_is_the_working_directory_s(tmp_path, monkeypatch, capsys):
     """An installed wheel has no fixtures to default to (tests/test_wheel.py)."""
     shutil.copytree(REPO / "conf", tmp_path / "conf")

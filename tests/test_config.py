@@ -132,8 +132,11 @@ def test_env_suffixed_keys_resolve_for_the_chosen_env():
 
 
 def test_env_without_its_keys_is_an_error(tmp_path):
-    message = error_of(tmp_path, [make_flow()], env="stag")
-    entry = f"{tmp_path / 'onboarding.yml'}: flow #1 (data_flow_id=101)"
+    message = error_of(tmp_path, [make_feed_flow()], env="stag")
+    assert message == f"{tmp_path / 'onboarding.yml'}: env 'stag' has no keys in this file (its envs: dev, prod)"
+    only_prod = make_feed_flow(source_details__source_path_stag="x", bronze_database_dev=DELETE)
+    message = error_of(tmp_path, [only_prod], env="stag")
+    entry = f"{tmp_path / 'onboarding.yml'}: flow #1 (data_flow_id=301)"
     assert f"{entry}: bronze_database_stag: required key is missing" in message
     assert "silver_database_stag: required key is missing" in message
 
@@ -210,12 +213,15 @@ SINGLE_FLOW_ERRORS = {
         {"bronze_cdc_apply_changes": {"keys": ["id"]}},
         "bronze_cdc_apply_changes: dlt-meta key not supported by cdc-lakehouse",
     ),
-    "missing key": ({"bronze_table": DELETE}, "bronze_table: required key is missing"),
+    "missing key": ({"silver_table": DELETE}, "silver_table: required key is missing"),
     "missing nested key": (
         {"cdc_lakehouse__capture": DELETE},
         "cdc_lakehouse.capture: required key is missing",
     ),
-    "missing extension": ({"cdc_lakehouse": DELETE}, "cdc_lakehouse: required key is missing"),
+    "missing extension makes a feed flow": (
+        {"cdc_lakehouse": DELETE},
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got None)",
+    ),
     "missing source table": (
         {"source_details__source_table": DELETE},
         "source_details.source_table: required key is missing",
@@ -242,7 +248,7 @@ SINGLE_FLOW_ERRORS = {
     ),
     "bad source format": (
         {"source_format": "kafka"},
-        "source_format: must be cloudFiles: cdc-lakehouse reads landing files with Auto Loader",
+        "source_format: must be cloudFiles (landing files read with Auto Loader) or snapshot",
     ),
     "scd_type 3": ({f"{CDC}__scd_type": "3"}, f"{CDC}.scd_type: must be 1 or 2 (got '3')"),
     "scd_type bool": ({f"{CDC}__scd_type": True}, f"{CDC}.scd_type: must be 1 or 2 (got True)"),
@@ -324,7 +330,7 @@ def test_error_without_a_data_flow_id_names_the_index(tmp_path):
 
 def test_all_problems_are_reported_at_once(tmp_path):
     with pytest.raises(OnboardingError) as caught:
-        load_onboarding(write(tmp_path, [make_flow(bronze_table=DELETE, **{f"{CDC}__keys": []})]))
+        load_onboarding(write(tmp_path, [make_flow(silver_table=DELETE, **{f"{CDC}__keys": []})]))
     assert len(caught.value.problems) == 2
     assert str(caught.value).count("\n") == 1
 
@@ -368,23 +374,13 @@ def test_two_flows_writing_one_silver_or_gold_table(tmp_path):
     orders = {f"{CDC}__keys": ["order_id"]}
     same_silver = make_flow("102", "orders", silver_table="shop_customers", **orders)
     message = error_of(tmp_path, [make_flow("101"), same_silver])
-    assert "flow #2 (data_flow_id=102): silver_table: silver_dev.shop_customers is also written by flow #1" in message
+    assert "flow #2 (data_flow_id=102): silver_table: silver table shop_customers is also written by flow #1" in message
     same_gold = make_flow("102", "orders", cdc_lakehouse__gold_table="shop_customers", **orders)
     message = error_of(tmp_path, [make_flow("101"), same_gold])
     assert message.endswith(
         "flow #2 (data_flow_id=102): cdc_lakehouse.gold_table: gold table shop_customers "
         "is also written by flow #1 (data_flow_id=101)"
     )
-
-
-def test_bronze_table_shared_only_by_flows_reading_the_same_landing_data(tmp_path):
-    binlog = {"cdc_lakehouse__capture": "binlog", "source_details__source_path_dev": "/landing/shop/binlog",
-              "bronze_table": "shop_binlog"}
-    orders = make_flow("102", "orders", **{f"{CDC}__keys": ["order_id"]}, **binlog)
-    assert len(load_onboarding(write(tmp_path, [make_flow("101", **binlog), orders])).flows) == 2
-    shadow_orders = make_flow("102", "orders", bronze_table="shop_binlog", **{f"{CDC}__keys": ["order_id"]})
-    message = error_of(tmp_path, [make_flow("101", **binlog), shadow_orders])
-    assert "flow #2 (data_flow_id=102): bronze_table: bronze_dev.shop_binlog is shared with flow #1" in message
 
 
 # --- file-level errors -------------------------------------------------------------------------
@@ -441,3 +437,129 @@ def write(tmp_path, flows) -> Path:
     path = tmp_path / "onboarding.yml"
     path.write_text(yaml.safe_dump(flows, sort_keys=False))
     return path
+
+
+# --- dlt-meta flows: cdc_feed and snapshot kinds, warnings ----------------------------------------
+
+
+def make_feed_flow(flow_id="301", table="stores", **changes):
+    """A plain dlt-meta cloudFiles CDC feed (no cdc_lakehouse:), as dlt-meta's demo writes one."""
+    flow = make_flow(flow_id, table, cdc_lakehouse=DELETE, **{
+        "source_details__source_path_dev": f"feeds/{table}",
+        "bronze_table": table, "silver_table": table,
+        "bronze_reader_options": {"cloudFiles.format": "csv", "header": "true"},
+        f"{CDC}__keys": ["store_id"], f"{CDC}__sequence_by": "dmsTimestamp",
+        f"{CDC}__apply_as_deletes": "Op = 'D'", f"{CDC}__except_column_list": ["Op", "dmsTimestamp"],
+    })
+    return _apply(flow, changes)
+
+
+def make_snapshot_flow(flow_id="302", table="stores", **changes):
+    """A dlt-meta ``source_format: snapshot`` flow over CSV full loads ``LOAD_<n>.csv``."""
+    apply = {"keys": ["store_id"], "scd_type": "1"}
+    flow = {
+        "data_flow_id": flow_id, "data_flow_group": "g1", "source_format": "snapshot",
+        "source_details": {"source_path_dev": f"snapshots/{table}/LOAD_", "snapshot_format": "csv"},
+        "bronze_reader_options": {"header": "true"},
+        "bronze_database_dev": "main.bronze_dev", "bronze_table": table,
+        "bronze_apply_changes_from_snapshot": apply,
+        "silver_catalog_dev": "main", "silver_database_dev": "silver_dev", "silver_table": table,
+        "silver_apply_changes_from_snapshot": apply,
+    }
+    return _apply(flow, changes)
+
+
+def _apply(flow, changes):
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = flow
+        for name in parents:
+            node = node.setdefault(name, {})
+        if value is DELETE:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = copy.deepcopy(value)
+    return flow
+
+
+def test_a_plain_dlt_meta_cloudfiles_flow_is_a_cdc_feed(tmp_path):
+    onboarding = load_onboarding(write(tmp_path, [make_flow(), make_feed_flow()]))
+    feed = onboarding.flow(301)
+    assert feed.kind == "cdc_feed" and not feed.is_change_stream
+    assert [f.data_flow_id for f in onboarding.flows] == ["101"]  # the change-stream flows
+    assert [f.data_flow_id for f in onboarding.dlt_meta_flows] == ["301"]
+    assert (feed.bronze_target, feed.silver_target, feed.scd2_target) == (
+        "bronze_dev.stores", "silver_dev.stores", "silver_dev.stores_history")
+    assert feed.source_path == str(tmp_path / "feeds" / "stores")  # relative to the onboarding file
+    assert feed.apply_changes_args(1) == {  # no change-stream TRUNCATE: the feed has no __op
+        "keys": ["store_id"], "sequence_by": "dmsTimestamp", "stored_as_scd_type": 1,
+        "ignore_null_updates": False, "apply_as_deletes": "Op = 'D'", "except_column_list": ["Op", "dmsTimestamp"]}
+
+
+def test_a_snapshot_flow(tmp_path):
+    flow = load_onboarding(write(tmp_path, [make_snapshot_flow()])).flow(302)
+    assert flow.kind == "snapshot"
+    assert (flow.bronze_target, flow.silver_target) == ("main.bronze_dev.stores", "main.silver_dev.stores")
+    assert flow.silver_apply_changes_from_snapshot.args() == {"keys": ["store_id"], "stored_as_scd_type": 1}
+    assert flow.source_path == str(tmp_path / "snapshots" / "stores" / "LOAD_")
+
+
+DLT_META_ERRORS = {
+    "feed without apply changes": (make_feed_flow(**{CDC: DELETE}), f"{CDC}: required key is missing"),
+    "feed without a source path": (
+        make_feed_flow(source_details__source_path_dev=DELETE), "source_details.source_path_<env>: required"),
+    "feed in an unknown format": (
+        make_feed_flow(bronze_reader_options={"cloudFiles.format": "avro"}),
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got 'avro')"),
+    "feed without its bronze database": (make_feed_flow(bronze_database_dev=DELETE),
+                                         "bronze_database_dev: required key is missing"),
+    "snapshot without silver apply": (make_snapshot_flow(silver_apply_changes_from_snapshot=DELETE),
+                                      "silver_apply_changes_from_snapshot: required key is missing"),
+    "snapshot in an unknown format": (make_snapshot_flow(source_details__snapshot_format="xml"),
+                                      "source_details.snapshot_format: must be one of csv, json, parquet, delta"),
+    "snapshot with expectations": (
+        make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
+        "bronze_data_quality_expectations_json: not supported for a snapshot flow"),
+    "append flows add rows": (make_feed_flow(bronze_append_flows=[{"name": "x"}]),
+                              "bronze_append_flows: dlt-meta key not supported by cdc-lakehouse"),
+    "metadata columns": (make_feed_flow(source_details__source_metadata={"include_autoloader_metadata_column": "True"}),
+                         "source_details.source_metadata: dlt-meta key not supported by cdc-lakehouse"),
+    "change stream with a transformation": (
+        make_flow(silver_transformation_json_dev="t.json"),
+        "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
+    "null-update column lists": (make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+                                 f"{CDC}.ignore_null_updates_column_list: not supported by cdc-lakehouse"),
+    "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
+                                   f"{CDC}.where: not supported for a shadow flow"),
+    "change stream with snapshot apply": (
+        make_flow(silver_apply_changes_from_snapshot={"keys": ["customer_id"], "scd_type": 1}),
+        "silver_apply_changes_from_snapshot: not supported for a shadow flow"),
+}
+
+
+@pytest.mark.parametrize("flow, expected", DLT_META_ERRORS.values(), ids=DLT_META_ERRORS.keys())
+def test_dlt_meta_flow_errors(tmp_path, flow, expected):
+    assert expected in error_of(tmp_path, [flow])
+
+
+def test_two_dlt_meta_flows_writing_one_table(tmp_path):
+    message = error_of(tmp_path, [make_feed_flow(), make_snapshot_flow(bronze_database_dev="bronze_dev")])
+    assert "flow #2 (data_flow_id=302): table bronze_dev.stores is also written by flow #1" in message
+
+
+def test_dlt_meta_keys_that_do_not_change_results_are_warnings(tmp_path):
+    layout = {"bronze_table_path_dev": "/x", "bronze_table_path_prod": "/y", "silver_cluster_by": ["store_id"],
+              "bronze_quarantine_table_cluster_by": ["store_id"], "silver_quarantine_table": "q"}
+    onboarding = load_onboarding(write(tmp_path, [make_feed_flow(**layout), make_feed_flow("302", "products", **layout)]))
+    assert len(onboarding.dlt_meta_flows) == 2
+    where = str(tmp_path / "onboarding.yml")
+    assert f"{where}: bronze_table_path_dev: ignored: tables are managed by the pipeline, in its catalog storage " \
+           "(data_flow_id 301, 302)" in onboarding.warnings
+    assert len(onboarding.warnings) == 4  # one line per key, not per flow; other envs' values say nothing
+
+
+def test_change_stream_flows_warn_about_the_dlt_meta_keys_they_do_not_use(demo):
+    lines = [line.split(": ", 1)[1] for line in demo.warnings]
+    assert any(line.startswith("bronze_database_dev: ignored by binlog flows: its bronze tables are in the "
+                               "pipeline's bronze schema") for line in lines)
+    assert any(line.startswith("source_details.source_path_dev: ignored by shadow flows") for line in lines)

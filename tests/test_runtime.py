@@ -352,3 +352,20 @@ def test_a_landing_file_being_written_is_left_for_a_later_batch(tmp_path):
     assert [os.path.relpath(p, tmp_path) for p in settled(paths, now)] == [
         "complete.jsonl", "old-cut.jsonl", "m/_manifest.json", "z.jsonl.gz"]
     assert len(settled(paths, now + SETTLE_SECONDS)) == len(files)  # nothing changed for long enough
+
+
+def test_rescued_data_column_matches_columns_by_name_and_keeps_what_does_not_fit(spark, tmp_path):
+    """Auto Loader's cloudFiles.rescuedDataColumn, locally: CSV columns meet the schema by name
+    (AWS DMS full loads have no Op column), values that do not fit and unknown columns are kept."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from cdc_lakehouse.runtime.file_source import read_files
+
+    path = tmp_path / "LOAD00000001.csv"
+    path.write_text("id,name,extra\n1,tea,x\nzz,mate,y\n")
+    schema = StructType([StructField("Op", StringType()), StructField("id", IntegerType()),
+                         StructField("name", StringType())])
+    options = {"cloudFiles.format": "csv", "header": "true", "cloudFiles.rescuedDataColumn": "_rescued_data"}
+    rows = read_files(spark, [str(path)], "csv", options, schema)
+    expected = [(None, 1, "tea", '{"extra":"x"}'), (None, None, "mate", '{"id":"zz","extra":"y"}')]
+    assertDataFrameEqual(rows, spark.createDataFrame(expected, "Op STRING, id INT, name STRING, _rescued_data STRING"))

@@ -49,6 +49,8 @@ def cmd_run(args) -> int:
         raise OnboardingError(f"no onboarding file at {args.config} (the default is conf/onboarding.yml in the "
                               "working directory): pass --config FILE")
     onboarding = load_onboarding(args.config, env=args.env)  # fail fast, with the file and entry named
+    for warning in onboarding.warnings:  # dlt-meta keys that do not change the results
+        console.print(f"[yellow]warning:[/yellow] {warning}")
     if not Path(args.landing).is_dir():  # only the default: argparse checked a given folder
         raise LookupError(f"{missing_landing(str(args.landing))} (the default is fixtures/landing in the "
                           "working directory): pass --landing DIR")

@@ -12,21 +12,23 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-@dp.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
-def replication_health():
-    return health.replication_health(spark.read.table, settings)
+# Health of the change-stream sources; an onboarding of dlt-meta flows only has none.
+if settings.onboarding.flows:
+    @dp.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
+    def replication_health():
+        return health.replication_health(spark.read.table, settings)
 
 
-@dp.materialized_view(**HELD_TRANSACTIONS.options(settings.gold))
-def held_transactions():
-    return health.held_transactions(spark.read.table, settings)
+    @dp.materialized_view(**HELD_TRANSACTIONS.options(settings.gold))
+    def held_transactions():
+        return health.held_transactions(spark.read.table, settings)
 
 
-@dp.materialized_view(**DATA_QUALITY.options(settings.gold))
-def data_quality():
-    return health.data_quality(spark.read.table, settings)
+    @dp.materialized_view(**DATA_QUALITY.options(settings.gold))
+    def data_quality():
+        return health.data_quality(spark.read.table, settings)
 
 
-@dp.materialized_view(**ROWS_PER_LAYER.options(settings.gold))
-def rows_per_layer():
-    return health.rows_per_layer(spark.read.table, settings)
+    @dp.materialized_view(**ROWS_PER_LAYER.options(settings.gold))
+    def rows_per_layer():
+        return health.rows_per_layer(spark.read.table, settings)

@@ -15,9 +15,11 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-@dp.materialized_view(**REPLICATION_WATERMARK.options(settings.gold))
-def replication_watermark():
-    return watermark_of(spark.read.table, settings)
+# The commit point of the change-stream sources; dlt-meta flows end in silver.
+if settings.onboarding.flows:
+    @dp.materialized_view(**REPLICATION_WATERMARK.options(settings.gold))
+    def replication_watermark():
+        return watermark_of(spark.read.table, settings)
 
 
 def define_replica(flow) -> None:

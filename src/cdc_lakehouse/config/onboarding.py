@@ -4,6 +4,13 @@ The file is a YAML (or JSON) list of flows written in the onboarding vocabulary 
 databrickslabs/dlt-meta, one flow per replicated source table, plus one extension key per flow,
 ``cdc_lakehouse:``. ``docs/onboarding.md`` is the field reference.
 
+Flow kinds (``DataFlow.kind``): a flow with ``cdc_lakehouse:`` is a change-stream flow (``binlog``
+or ``shadow`` capture, transactions, coherent gold). A plain dlt-meta flow without it is either a
+``cdc_feed`` (``source_format: cloudFiles``: rows with an operation and a sequence column, applied
+with AUTO CDC) or a ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of
+successive full loads). dlt-meta keys that would not change the results are dropped with a
+warning (``Onboarding.warnings``); keys that would and that a flow kind cannot honour are errors.
+
 Semantics that differ from dlt-meta, because one flow here feeds several tables:
 - ``silver_table`` is always the SCD1 current-state replica; with ``scd_type: 2`` the flow also
   keeps an SCD2 history table (``cdc_lakehouse.scd2_table``).
@@ -18,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -61,9 +68,12 @@ FLOW_ENV_KEYS = frozenset(
         "silver_table_path",
         "silver_transformation_json",
         "silver_data_quality_expectations_json",
+        "silver_catalog_quarantine",
+        "silver_database_quarantine",
+        "silver_quarantine_table_path",
     }
 )
-SOURCE_DETAILS_ENV_KEYS = frozenset({"source_path"})
+SOURCE_DETAILS_ENV_KEYS = frozenset({"source_path", "source_catalog"})
 _ENV_KEYS = FLOW_ENV_KEYS | SOURCE_DETAILS_ENV_KEYS
 
 # dlt-meta keys we know but do not implement: saying why beats a bare "unknown key".
@@ -75,6 +85,61 @@ UNSUPPORTED_KEYS = {
     "silver_append_flows": "a flow reads exactly one landing location",
     "bronze_sinks": "gold tables are the outputs",
     "silver_sinks": "gold tables are the outputs",
+    "source_metadata": "it adds Auto Loader metadata columns, which bronze does not keep",
+    "bronze_custom_transform_func": "transformations are silver_transformation_json select/where",
+}
+
+_LAYOUT = "a storage layout setting; the rows are the same without it"
+_PATH = "tables are managed by the pipeline, in its catalog storage"
+_SILVER_QUARANTINE = "silver has no quarantine table (expect_or_quarantine is a bronze rule)"
+# dlt-meta keys that do not change what the tables hold: dropped with a warning, so a dlt-meta
+# file loads, but never silently.
+IGNORED_KEYS = {
+    "bronze_table_path": _PATH,
+    "silver_table_path": _PATH,
+    "bronze_quarantine_table_path": _PATH,
+    "silver_quarantine_table_path": _PATH,
+    "bronze_partition_columns": _LAYOUT,
+    "bronze_cluster_by": _LAYOUT,
+    "bronze_table_cluster_by": _LAYOUT,
+    "bronze_quarantine_table_partitions": _LAYOUT,
+    "bronze_quarantine_table_cluster_by": _LAYOUT,
+    "silver_partition_columns": _LAYOUT,
+    "silver_cluster_by": _LAYOUT,
+    "silver_table_cluster_by": _LAYOUT,
+    "silver_quarantine_table_cluster_by": _LAYOUT,
+    "silver_catalog_quarantine": _SILVER_QUARANTINE,
+    "silver_database_quarantine": _SILVER_QUARANTINE,
+    "silver_quarantine_table": _SILVER_QUARANTINE,
+    "silver_quarantine_table_comment": _SILVER_QUARANTINE,
+    "silver_quarantine_table_properties": _SILVER_QUARANTINE,
+    "bronze_table_comment": "a table comment; the rows are the same without it",
+    "silver_table_comment": "a table comment; the rows are the same without it",
+    "bronze_quarantine_table_comment": "a table comment; the rows are the same without it",
+}
+
+# Keys a change-stream (binlog/shadow) flow does not use: its bronze tables are per source, read
+# from <landing>/<source>/ with the contract's reader, in the pipeline's layer schemas
+# (cdc_lakehouse.bronze_schema / silver_schema). Warned, since the demo file documents them.
+CHANGE_STREAM_IGNORED = {
+    "bronze_catalog": "its tables are in the pipeline's catalog",
+    "bronze_database": "its bronze tables are in the pipeline's bronze schema (cdc_lakehouse.bronze_schema)",
+    "bronze_table": "its bronze tables are per source and capture (<source>_<capture>_...)",
+    "bronze_reader_options": "its landing files are read as CONTRACT section 2 says",
+    "silver_catalog": "its tables are in the pipeline's catalog",
+    "silver_database": "its silver tables are in the pipeline's silver schema (cdc_lakehouse.silver_schema)",
+    "source_details.source_path": "its landing folder is <landing>/<source>/<capture>/ (DataFlow.landing_path)",
+    "source_details.source_catalog": "its source is named by cdc_lakehouse.source",
+}
+# ... and keys that would change its results, which it cannot honour: errors.
+CHANGE_STREAM_UNSUPPORTED = {
+    "bronze_data_quality_expectations_json": "bronze rules are the contract's (docs/bronze.md)",
+    "bronze_catalog_quarantine": "bronze quarantine tables are the contract's (docs/bronze.md)",
+    "bronze_database_quarantine": "bronze quarantine tables are the contract's (docs/bronze.md)",
+    "bronze_quarantine_table": "bronze quarantine tables are the contract's (docs/bronze.md)",
+    "bronze_quarantine_table_properties": "bronze quarantine tables are the contract's (docs/bronze.md)",
+    "silver_transformation_json": "use cdc_lakehouse.column_filters",
+    "silver_data_quality_expectations_json": "bad values become anomalies (docs/onboarding.md)",
 }
 
 _ENV_NAME = re.compile(r"^[A-Za-z0-9]+$")
@@ -144,12 +209,12 @@ class _Strict(BaseModel):
 class SourceDetails(_Strict):
     """dlt-meta ``source_details``; ``source_path`` is ``source_path_<env>`` for the chosen env."""
 
-    source_database: Name
-    source_table: Name
+    source_database: Name | None = None
+    source_table: Name | None = None
     source_path: str | None = None
     source_schema_path: str | None = None
     source_catalog: str | None = None
-    source_metadata: dict[str, Any] | None = None
+    snapshot_format: Name | None = None
 
     @field_validator("source_schema_path")
     @classmethod
@@ -184,6 +249,25 @@ class CdcApplyChanges(_Strict):
     ignore_null_updates_except_column_list: list[Name] | None = None
     flow_name: str | None = None
     once: bool = False
+
+
+class SnapshotApplyChanges(_Strict):
+    """dlt-meta ``*_apply_changes_from_snapshot``: the AUTO CDC FROM SNAPSHOT arguments."""
+
+    keys: Annotated[list[Name], Field(min_length=1)]
+    scd_type: ScdType
+    track_history_column_list: list[Name] | None = None
+    track_history_except_column_list: list[Name] | None = None
+
+    def args(self) -> dict[str, Any]:
+        """Keyword arguments for ``dp.create_auto_cdc_from_snapshot_flow`` (not target/source)."""
+        args: dict[str, Any] = {
+            "keys": list(self.keys),
+            "stored_as_scd_type": self.scd_type,
+            "track_history_column_list": _copy(self.track_history_column_list),
+            "track_history_except_column_list": _copy(self.track_history_except_column_list),
+        }
+        return {name: value for name, value in args.items() if value is not None}
 
 
 class ColumnFilters(_Strict):
@@ -243,67 +327,100 @@ class DataFlow(_Strict):
     source_details: SourceDetails
 
     bronze_catalog: str | None = None
-    bronze_database: Name
-    bronze_table: Name
-    bronze_table_comment: str | None = None
+    bronze_database: Name | None = None
+    bronze_table: Name | None = None
     bronze_reader_options: Options = {}
     bronze_table_properties: Options = {}
-    bronze_partition_columns: Columns = []
-    bronze_cluster_by: Columns = []
-    bronze_table_path: str | None = None
     bronze_data_quality_expectations_json: str | None = None
     bronze_catalog_quarantine: str | None = None
     bronze_database_quarantine: str | None = None
     bronze_quarantine_table: str | None = None
-    bronze_quarantine_table_comment: str | None = None
-    bronze_quarantine_table_path: str | None = None
-    bronze_quarantine_table_partitions: Columns = []
     bronze_quarantine_table_properties: Options = {}
+    bronze_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
 
     silver_catalog: str | None = None
-    silver_database: Name
+    silver_database: Name | None = None
     silver_table: Name
-    silver_table_comment: str | None = None
-    silver_cdc_apply_changes: CdcApplyChanges
+    silver_cdc_apply_changes: CdcApplyChanges | None = None
+    silver_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
     silver_table_properties: Options = {}
-    silver_partition_columns: Columns = []
-    silver_cluster_by: Columns = []
-    silver_table_path: str | None = None
     silver_transformation_json: str | None = None
     silver_data_quality_expectations_json: str | None = None
 
-    cdc_lakehouse: CdcLakehouse
+    cdc_lakehouse: CdcLakehouse | None = None
 
     @field_validator("source_format")
     @classmethod
-    def _reads_landing_files(cls, value: str) -> str:
-        if value.lower() != "cloudfiles":
-            raise ValueError(
-                f"must be cloudFiles: cdc-lakehouse reads landing files with Auto Loader "
-                f"(got {value!r})"
-            )
-        return "cloudFiles"
+    def _known_source_format(cls, value: str) -> str:
+        for known in ("cloudFiles", "snapshot"):
+            if value.lower() == known.lower():
+                return known
+        raise ValueError(
+            f"must be cloudFiles (landing files read with Auto Loader) or snapshot (successive "
+            f"full loads) (got {value!r})"
+        )
+
+    # -- kind --
+    @property
+    def kind(self) -> Literal["binlog", "shadow", "cdc_feed", "snapshot"]:
+        """binlog/shadow: a change-stream flow (``cdc_lakehouse:``); cdc_feed or snapshot: a plain
+        dlt-meta flow (source_format cloudFiles or snapshot)."""
+        if self.cdc_lakehouse is not None:
+            return self.cdc_lakehouse.capture
+        return "snapshot" if self.source_format == "snapshot" else "cdc_feed"
+
+    @property
+    def is_change_stream(self) -> bool:
+        return self.cdc_lakehouse is not None
 
     # -- source --
     @property
     def source(self) -> str:
-        return self.cdc_lakehouse.source
+        return self._extension.source
 
     @property
     def capture(self) -> Literal["binlog", "shadow"]:
-        return self.cdc_lakehouse.capture
+        return self._extension.capture
+
+    @property
+    def _extension(self) -> CdcLakehouse:
+        if self.cdc_lakehouse is None:
+            raise ValueError(f"flow {self.data_flow_id} is a {self.kind} flow: it has no cdc_lakehouse capture")
+        return self.cdc_lakehouse
 
     @property
     def enabled(self) -> bool:
-        return self.cdc_lakehouse.enabled
+        return self.cdc_lakehouse.enabled if self.cdc_lakehouse is not None else True
 
     @property
     def schema_name(self) -> str:
-        return self.source_details.source_database
+        return self.source_details.source_database or ""
 
     @property
     def table_name(self) -> str:
-        return self.source_details.source_table
+        return self.source_details.source_table or ""
+
+    # -- dlt-meta flows' tables: <catalog>.<database>.<table>, as dlt-meta names them --
+    @property
+    def bronze_target(self) -> str:
+        return _qualified(self.bronze_catalog, self.bronze_database, self.bronze_table)
+
+    @property
+    def bronze_quarantine_target(self) -> str | None:
+        if not self.bronze_quarantine_table:
+            return None
+        catalog = self.bronze_catalog_quarantine or self.bronze_catalog
+        return _qualified(catalog, self.bronze_database_quarantine or self.bronze_database,
+                          self.bronze_quarantine_table)
+
+    @property
+    def silver_target(self) -> str:
+        return _qualified(self.silver_catalog, self.silver_database, self.silver_table)
+
+    @property
+    def scd2_target(self) -> str | None:
+        table = self.scd2_table
+        return _qualified(self.silver_catalog, self.silver_database, table) if table else None
 
     @property
     def qualified_table(self) -> str:
@@ -325,45 +442,55 @@ class DataFlow(_Strict):
 
     # -- APPLY CHANGES --
     @property
+    def cdc(self) -> CdcApplyChanges:
+        if self.silver_cdc_apply_changes is None:
+            raise ValueError(f"flow {self.data_flow_id} is a {self.kind} flow: it has no silver_cdc_apply_changes")
+        return self.silver_cdc_apply_changes
+
+    @property
     def keys(self) -> list[str]:
-        return list(self.silver_cdc_apply_changes.keys)
+        if self.silver_cdc_apply_changes is None and self.silver_apply_changes_from_snapshot is not None:
+            return list(self.silver_apply_changes_from_snapshot.keys)
+        return list(self.cdc.keys)
 
     @property
     def sequence_by(self) -> str:
-        return self.silver_cdc_apply_changes.sequence_by
+        return self.cdc.sequence_by
 
     @property
     def scd_type(self) -> int:
-        return self.silver_cdc_apply_changes.scd_type
+        if self.silver_cdc_apply_changes is None and self.silver_apply_changes_from_snapshot is not None:
+            return self.silver_apply_changes_from_snapshot.scd_type
+        return self.cdc.scd_type
 
     @property
     def apply_as_deletes(self) -> str | None:
-        return self.silver_cdc_apply_changes.apply_as_deletes
+        return self.cdc.apply_as_deletes
 
     @property
     def apply_as_truncates(self) -> str | None:
-        return self.silver_cdc_apply_changes.apply_as_truncates
+        return self.cdc.apply_as_truncates
 
     @property
     def ignore_null_updates(self) -> bool:
-        return self.silver_cdc_apply_changes.ignore_null_updates
+        return self.cdc.ignore_null_updates
 
     @property
     def column_list(self) -> list[str] | None:
-        return _copy(self.silver_cdc_apply_changes.column_list)
+        return _copy(self.cdc.column_list)
 
     @property
     def except_column_list(self) -> list[str]:
-        return list(self.silver_cdc_apply_changes.except_column_list or [])
+        return list(self.cdc.except_column_list or [])
 
     @property
     def track_history_column_list(self) -> list[str] | None:
         """None means: every column is tracked (APPLY CHANGES default)."""
-        return _copy(self.silver_cdc_apply_changes.track_history_column_list)
+        return _copy(self.cdc.track_history_column_list)
 
     @property
     def track_history_except_column_list(self) -> list[str] | None:
-        return _copy(self.silver_cdc_apply_changes.track_history_except_column_list)
+        return _copy(self.cdc.track_history_except_column_list)
 
     def apply_changes_args(self, stored_as_scd_type: int = 1) -> dict[str, Any]:
         """Keyword arguments for ``dp.create_auto_cdc_flow`` building
@@ -380,7 +507,9 @@ class DataFlow(_Strict):
             "except_column_list": self.except_column_list or None,
         }
         if stored_as_scd_type == 1:
-            args["apply_as_truncates"] = self.apply_as_truncates or CHANGE_STREAM_TRUNCATES
+            # Only the change stream has __op; a dlt-meta feed truncates only when it says how.
+            default = CHANGE_STREAM_TRUNCATES if self.is_change_stream else None
+            args["apply_as_truncates"] = self.apply_as_truncates or default
         else:
             args["track_history_column_list"] = self.track_history_column_list
             args["track_history_except_column_list"] = self.track_history_except_column_list
@@ -392,15 +521,16 @@ class DataFlow(_Strict):
         """The SCD2 history table; None for an SCD1 flow."""
         if self.scd_type != 2:
             return None
-        return self.cdc_lakehouse.scd2_table or f"{self.silver_table}_history"
+        declared = self.cdc_lakehouse.scd2_table if self.cdc_lakehouse else None
+        return declared or f"{self.silver_table}_history"
 
     @property
     def gold_table(self) -> str:
-        return self.cdc_lakehouse.gold_table or self.silver_table
+        return self._extension.gold_table or self.silver_table
 
     @property
     def column_filters(self) -> ColumnFilters:
-        return self.cdc_lakehouse.column_filters
+        return self.cdc_lakehouse.column_filters if self.cdc_lakehouse else ColumnFilters()
 
 
 class Onboarding(BaseModel):
@@ -411,10 +541,18 @@ class Onboarding(BaseModel):
     path: str
     env: str
     all_flows: list[DataFlow]
+    # dlt-meta keys dropped because they do not change the results, one line each.
+    warnings: list[str] = []
 
     @property
     def flows(self) -> list[DataFlow]:
-        return [flow for flow in self.all_flows if flow.enabled]
+        """The enabled change-stream (binlog/shadow) flows."""
+        return [flow for flow in self.all_flows if flow.enabled and flow.is_change_stream]
+
+    @property
+    def dlt_meta_flows(self) -> list[DataFlow]:
+        """The plain dlt-meta flows: ``cdc_feed`` and ``snapshot`` kinds."""
+        return [flow for flow in self.all_flows if not flow.is_change_stream]
 
     @property
     def sources(self) -> list[str]:
@@ -422,7 +560,7 @@ class Onboarding(BaseModel):
 
     @property
     def groups(self) -> list[str]:
-        return sorted({flow.data_flow_group for flow in self.flows})
+        return sorted({flow.data_flow_group for flow in self.all_flows if flow.enabled})
 
     def for_source(self, name: str) -> list[DataFlow]:
         flows = [flow for flow in self.flows if flow.source == name]
@@ -452,19 +590,27 @@ class Onboarding(BaseModel):
 def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboarding:
     """Read and validate an onboarding file, resolving ``*_<env>`` keys for ``env``."""
     where = str(path)
-    onboarding = parse_onboarding(_read_yaml(Path(path), where), env=env, where=where)
+    data, duplicates = _read_yaml(Path(path), where)
+    onboarding = parse_onboarding(data, env=env, where=where)
     flows = [_schema_path_from(flow, Path(path).parent) for flow in onboarding.all_flows]
-    return onboarding.model_copy(update={"all_flows": flows})
+    return onboarding.model_copy(update={"all_flows": flows, "warnings": duplicates + onboarding.warnings})
 
 
 def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
-    """The flow with a relative ``source_schema_path`` taken relative to ``folder`` (the
-    onboarding file's), so the file is found whatever the working directory."""
-    declared = flow.source_details.source_schema_path
-    if not declared or Path(declared).is_absolute():
-        return flow
-    details = flow.source_details.model_copy(update={"source_schema_path": str(folder / declared)})
-    return flow.model_copy(update={"source_details": details})
+    """The flow with its relative file paths taken relative to ``folder`` (the onboarding
+    file's), so the files are found whatever the working directory: ``source_schema_path``, and
+    a dlt-meta flow's ``source_path`` and expectation and transformation files."""
+    details_keys = ["source_schema_path"] + ([] if flow.is_change_stream else ["source_path"])
+    details = flow.source_details.model_copy(update=_relative_to(flow.source_details, details_keys, folder))
+    flow_keys = [] if flow.is_change_stream else [
+        "bronze_data_quality_expectations_json", "silver_data_quality_expectations_json", "silver_transformation_json"]
+    return flow.model_copy(update={"source_details": details, **_relative_to(flow, flow_keys, folder)})
+
+
+def _relative_to(model: BaseModel, keys: list[str], folder: Path) -> dict[str, str]:
+    values = {key: getattr(model, key) for key in keys}
+    return {key: str(folder / value) for key, value in values.items()
+            if value and not Path(value).is_absolute() and not _URI.match(value)}
 
 
 def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboarding>") -> Onboarding:
@@ -473,22 +619,51 @@ def parse_onboarding(data: Any, env: str = DEFAULT_ENV, where: str = "<onboardin
         raise OnboardingError(f"{where}: env must be letters and digits, e.g. dev (got {env!r})")
     if not isinstance(data, list) or not data:
         raise OnboardingError(f"{where}: must be a non-empty list of flows (got {_kind(data)})")
+    envs = _envs_of(data)
+    if envs and env not in envs:  # a typo in the env would otherwise drop every per-env key
+        raise OnboardingError(f"{where}: env {env!r} has no keys in this file (its envs: {', '.join(sorted(envs))})")
     parsed: list[tuple[str, DataFlow]] = []
     problems: list[str] = []
+    ignored: dict[str, list[str]] = {}
     for index, raw in enumerate(data, start=1):
-        label = _label(index, raw.get("data_flow_id") if isinstance(raw, Mapping) else None)
-        flow, flow_problems = _parse_flow(raw, env)
+        flow_id = raw.get("data_flow_id") if isinstance(raw, Mapping) else None
+        label = _label(index, flow_id)
+        flow, flow_problems, flow_warnings = _parse_flow(raw, env)
         problems += [f"{where}: {label}: {problem}" for problem in flow_problems]
+        for warning in flow_warnings:
+            ignored.setdefault(warning, []).append(str(flow_id if flow_id not in (None, "") else f"#{index}"))
         if flow is not None:
             parsed.append((label, flow))
     problems += [f"{where}: {problem}" for problem in _cross_flow_problems(parsed)]
     if problems:
         raise OnboardingError(problems)
-    return Onboarding(path=where, env=env, all_flows=[flow for _, flow in parsed])
+    # One line per ignored key and reason, not per flow: a dlt-meta file repeats its keys.
+    warnings = [f"{where}: {warning} (data_flow_id {', '.join(ids)})" for warning, ids in ignored.items()]
+    return Onboarding(path=where, env=env, all_flows=[flow for _, flow in parsed], warnings=warnings)
+
+
+def _envs_of(data: list[Any]) -> set[str]:
+    """The env suffixes of the per-env keys of the flows in ``data``."""
+    envs = set()
+    for raw in data:
+        if not isinstance(raw, Mapping):
+            continue
+        details = raw.get("source_details")
+        keys = [*raw, *(details if isinstance(details, Mapping) else ())]
+        for key in map(str, keys):
+            base, _, suffix = key.rpartition("_")
+            if base in _ENV_KEYS and _ENV_NAME.match(suffix):
+                envs.add(suffix)
+    return envs
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, which PyYAML would silently overwrite."""
+    """SafeLoader that rejects duplicate keys, which PyYAML would silently overwrite; except
+    keys that are ignored anyway (dlt-meta's own files repeat some), which are warnings."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.duplicates: list[str] = []
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -497,7 +672,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue  # `<<: *anchor` may be overridden by explicit keys on purpose
         key = loader.construct_object(key_node, deep=True)
-        if key in first_line:
+        if key in first_line and _is_ignored(key):
+            line = key_node.start_mark.line + 1
+            loader.duplicates.append(f"line {line}: duplicate key {key!r} (first at line {first_line[key]}): "
+                                     f"ignored: {IGNORED_KEYS[_is_ignored(key)]}")
+        elif key in first_line:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (first at line {first_line[key]})",
                 key_node.start_mark,
@@ -509,37 +688,54 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _read_yaml(path: Path, where: str) -> Any:
+def _is_ignored(key: Any) -> str:
+    """The IGNORED_KEYS entry of ``key`` (with or without its env suffix), else ''."""
+    text = str(key)
+    base = text.rpartition("_")[0]
+    return text if text in IGNORED_KEYS else base if base in IGNORED_KEYS else ""
+
+
+def _read_yaml(path: Path, where: str) -> tuple[Any, list[str]]:
+    """The file's data, and warnings about duplicate keys that do not matter."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeError) as exc:
         raise OnboardingError(f"{where}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return loader.get_single_data(), [f"{where}: {line}" for line in loader.duplicates]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise OnboardingError(f"{where}: {at}invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise OnboardingError(f"{where}: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
 
 
-def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str]]:
+def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str], list[str]]:
+    """The flow, its problems, and the warnings about keys it ignores."""
     if not isinstance(raw, Mapping):
-        return None, [f"must be a mapping of onboarding keys (got {_kind(raw)})"]
+        return None, [f"must be a mapping of onboarding keys (got {_kind(raw)})"], []
     resolved, problems = _resolve_env(raw, FLOW_ENV_KEYS, env, "")
     details = resolved.get("source_details")
     if isinstance(details, Mapping):
         details, more = _resolve_env(details, SOURCE_DETAILS_ENV_KEYS, env, "source_details.")
         resolved["source_details"] = details
         problems += more
+    warnings = [
+        f"{_render_loc((key,), env)}: ignored: {IGNORED_KEYS[key]}"
+        for key in list(resolved) if key in IGNORED_KEYS and resolved.pop(key) is not None
+    ]
     try:
         flow = DataFlow.model_validate(resolved)
     except ValidationError as exc:
-        return None, problems + [_describe(error, env) for error in exc.errors()]
+        return None, problems + [_describe(error, env) for error in exc.errors()], warnings
     if problems:
-        return None, problems
-    return flow, _flow_problems(flow)
+        return None, problems, warnings
+    kind_problems, kind_warnings = _kind_problems(flow, env)
+    return flow, kind_problems + _flow_problems(flow), warnings + kind_warnings
 
 
 def _resolve_env(raw: Mapping[Any, Any], bases: frozenset[str], env: str, prefix: str):
@@ -603,11 +799,17 @@ def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = DataFlow
     for part in path:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        annotation = field.annotation if field else None
+        annotation = _unwrap_optional(field.annotation) if field else None
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return None
         model = annotation
     return model
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    # `Model | None` names the model for "did you mean" in its keys.
+    models = [arg for arg in get_args(annotation) if arg is not type(None)]
+    return models[0] if len(models) == 1 else annotation
 
 
 def _label(index: int, flow_id: Any) -> str:
@@ -632,9 +834,104 @@ _FILTERS = "cdc_lakehouse.column_filters"
 _REMOVED = {"drop": "dropped", "mask": "masked", "hash": "hashed", "rename": "renamed away"}
 
 
+def _kind_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
+    """What the flow's kind requires, cannot honour (errors) or does not use (warnings)."""
+    if flow.is_change_stream:
+        return _change_stream_problems(flow, env)
+    problems = [f"{_render_loc((key,), env)}: required key is missing"
+                for key in ("bronze_database", "bronze_table", "silver_database") if not getattr(flow, key)]
+    if flow.kind == "cdc_feed":
+        return problems + _feed_problems(flow), []
+    return problems + _snapshot_problems(flow), []
+
+
+def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
+    set_keys = {key for key, value in flow if value not in (None, {}, [])}
+    set_keys |= {f"source_details.{key}" for key, value in flow.source_details if value is not None}
+    problems = [f"{_render_loc((key,), env)}: not supported for a {flow.kind} flow: {why}"
+                for key, why in CHANGE_STREAM_UNSUPPORTED.items() if key in set_keys]
+    problems += [f"{key}: not supported for a {flow.kind} flow (it reads the change stream)"
+                 for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot",
+                             "source_details.snapshot_format") if key in set_keys]
+    if flow.source_format != "cloudFiles":
+        problems.append(f"source_format: must be cloudFiles for a {flow.kind} flow (got {flow.source_format!r})")
+    for key in ("source_database", "source_table"):
+        if getattr(flow.source_details, key) is None:
+            problems.append(f"source_details.{key}: required key is missing")
+    if flow.silver_cdc_apply_changes is None:
+        problems.append(f"{_CDC}: required key is missing")
+    warnings = [f"{_render_loc(tuple(key.split('.')), env)}: ignored by {flow.kind} flows: {why}"
+                for key, why in CHANGE_STREAM_IGNORED.items() if key in set_keys]
+    if flow.silver_cdc_apply_changes is not None and flow.silver_cdc_apply_changes.flow_name:
+        warnings.append(f"{_CDC}.flow_name: ignored by {flow.kind} flows: the pipeline names their flows")
+    return problems, warnings
+
+
+FEED_FORMATS = ("json", "csv", "parquet")
+SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
+
+
+def _feed_problems(flow: DataFlow) -> list[str]:
+    problems = []
+    if flow.silver_cdc_apply_changes is None:
+        problems.append(f"{_CDC}: required key is missing (a cloudFiles flow applies its rows with AUTO CDC)")
+    for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot"):
+        if getattr(flow, key) is not None:
+            problems.append(f"{key}: only for source_format snapshot")
+    if flow.source_details.snapshot_format is not None:
+        problems.append("source_details.snapshot_format: only for source_format snapshot")
+    if not flow.source_path:
+        problems.append("source_details.source_path_<env>: required key is missing (where the feed's files are)")
+    fmt = reader_format(flow.bronze_reader_options)
+    if fmt not in FEED_FORMATS:
+        problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
+                        f"(got {fmt!r})")
+    return problems
+
+
+def _snapshot_problems(flow: DataFlow) -> list[str]:
+    problems = [f"{key}: required key is missing (a snapshot flow applies successive full loads)"
+                for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot")
+                if getattr(flow, key) is None]
+    if flow.silver_cdc_apply_changes is not None:
+        problems.append(f"{_CDC}: not for source_format snapshot (use silver_apply_changes_from_snapshot)")
+    for key in ("bronze_data_quality_expectations_json", "bronze_quarantine_table",
+                "silver_data_quality_expectations_json"):
+        if getattr(flow, key):
+            problems.append(f"{key}: not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read "
+                            f"dropped rows as deletes)")
+    fmt = flow.source_details.snapshot_format
+    if fmt not in SNAPSHOT_FORMATS:
+        problems.append(f"source_details.snapshot_format: must be one of {', '.join(SNAPSHOT_FORMATS)} (got {fmt!r})")
+    elif fmt == "delta" and not (flow.source_details.source_database and flow.source_details.source_table):
+        problems.append("source_details: a delta snapshot needs source_database and source_table")
+    elif fmt != "delta" and not flow.source_path:
+        problems.append("source_details.source_path_<env>: required key is missing (the snapshot files' "
+                        "prefix: <prefix><version>.<format>)")
+    return problems
+
+
+def reader_format(options: Mapping[str, str]) -> str | None:
+    """The ``cloudFiles.format`` of reader options (Spark option names ignore case)."""
+    return next((value.lower() for key, value in options.items() if key.lower() == "cloudfiles.format"), None)
+
+
+# AUTO CDC arguments the flows do not pass on (the local runtime has no such argument, and a
+# change-stream flow's replicas are applied in commit order by several flows).
+_UNPASSED = ("ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
+_FEED_ONLY = ("where", "once")
+
+
 def _flow_problems(flow: DataFlow) -> list[str]:
     cdc = flow.silver_cdc_apply_changes
+    if cdc is None:
+        return []
     problems = _key_problems(flow) + _filter_problems(flow.column_filters)
+    problems += [f"{_CDC}.{name}: not supported by cdc-lakehouse (use ignore_null_updates)"
+                 for name in _UNPASSED if getattr(cdc, name) is not None]
+    if flow.is_change_stream:
+        problems += [f"{_CDC}.{name}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
+                     for name in _FEED_ONLY if getattr(cdc, name)]
     if cdc.column_list is not None and cdc.except_column_list is not None:
         problems.append(f"{_CDC}: column_list and except_column_list cannot be used together")
     if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
@@ -647,7 +944,7 @@ def _flow_problems(flow: DataFlow) -> list[str]:
 
 
 def _key_problems(flow: DataFlow) -> list[str]:
-    cdc = flow.silver_cdc_apply_changes
+    cdc = flow.cdc
     problems = []
     for key in cdc.keys:
         if _contains(cdc.except_column_list or [], key):
@@ -676,12 +973,12 @@ def _filter_problems(filters: ColumnFilters) -> list[str]:
 
 
 def _scd_type_problems(flow: DataFlow) -> list[str]:
-    cdc = flow.silver_cdc_apply_changes
+    cdc = flow.cdc
     if cdc.scd_type == 2:
         problems = []
         if cdc.apply_as_truncates:
             problems.append(f"{_CDC}.apply_as_truncates: only allowed with scd_type 1")
-        if flow.scd2_table.casefold() == flow.silver_table.casefold():
+        if flow.scd2_table and flow.scd2_table.casefold() == flow.silver_table.casefold():
             problems.append("cdc_lakehouse.scd2_table: must differ from silver_table (the SCD1 replica)")
         return problems
     problems = [
@@ -689,7 +986,7 @@ def _scd_type_problems(flow: DataFlow) -> list[str]:
         for name in ("track_history_column_list", "track_history_except_column_list")
         if getattr(cdc, name) is not None
     ]
-    if flow.cdc_lakehouse.scd2_table:
+    if flow.cdc_lakehouse and flow.cdc_lakehouse.scd2_table:
         problems.append(
             "cdc_lakehouse.scd2_table: only allowed with scd_type 2 (an SCD1 flow keeps no history)"
         )
@@ -697,24 +994,43 @@ def _scd_type_problems(flow: DataFlow) -> list[str]:
 
 
 def _cross_flow_problems(parsed: list[tuple[str, DataFlow]]) -> list[str]:
-    enabled = [(label, flow) for label, flow in parsed if flow.enabled]
     ids = ((f.data_flow_id, label, "data_flow_id: duplicate of") for label, f in parsed)
+    dlt_meta = [(label, f) for label, f in parsed if not f.is_change_stream]
+    streams = [(label, f) for label, f in parsed if f.is_change_stream]
+    return [*_clashes(ids), *_clashes(_dlt_meta_claims(dlt_meta)), *_change_stream_clashes(streams)]
+
+
+def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
+    # Each table of a dlt-meta flow has one writer: two flows into one would mix their rows.
+    for label, f in flows:
+        applies = f.silver_cdc_apply_changes or f.silver_apply_changes_from_snapshot
+        targets = [f.bronze_target, f.bronze_quarantine_target, f.silver_target, f.scd2_target if applies else None]
+        for name in dict.fromkeys(t for t in targets if t):
+            yield _local_name(name), label, f"table {name} is also written by"
+
+
+def _local_name(name: str) -> str:
+    return ".".join(name.split(".")[-2:]).casefold()
+
+
+def _change_stream_clashes(parsed: list[tuple[str, DataFlow]]) -> list[str]:
+    enabled = [(label, flow) for label, flow in parsed if flow.enabled]
     tables = (
         ((f.source, f.qualified_table.casefold()), label,
          f"source_details: {f.source} table {f.qualified_table} is already replicated by")
         for label, f in enabled
     )
-    return [*_clashes(ids), *_clashes(tables), *_clashes(_target_claims(enabled)), *_bronze_problems(enabled)]
+    return [*_clashes(tables), *_clashes(_target_claims(enabled))]
 
 
 def _target_claims(enabled: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
     for label, f in enabled:
-        place = (f.silver_catalog, f.silver_database.casefold())
+        # All change-stream replicas are in the pipeline's silver schema.
         names = [("silver_table", f.silver_table), ("cdc_lakehouse.scd2_table", f.scd2_table)]
         for field, name in names:
             if name:
-                text = f"{field}: {f.silver_database}.{name} is also written by"
-                yield (place, name.casefold()), label, text
+                text = f"{field}: silver table {name} is also written by"
+                yield ("silver", name.casefold()), label, text
         # gold_table defaults to silver_table, so two sources' "customers" meet here first.
         gold = f"cdc_lakehouse.gold_table: gold table {f.gold_table} is also written by"
         yield ("gold", f.gold_table.casefold()), label, gold
@@ -730,19 +1046,11 @@ def _clashes(claims: Iterable[tuple[Any, str, str]]) -> Iterator[str]:
             owners[claim] = label
 
 
-def _bronze_problems(enabled: list[tuple[str, DataFlow]]) -> Iterator[str]:
-    # Binlog flows of one server share its event stream, hence one bronze table; sharing is
-    # fine only when the flows read the same landing data.
-    owners: dict[Any, tuple[str, DataFlow]] = {}
-    for label, f in enabled:
-        table = (f.bronze_catalog, f.bronze_database.casefold(), f.bronze_table.casefold())
-        owner_label, owner = owners.setdefault(table, (label, f))
-        same_input = (owner.source, owner.capture, owner.source_path) == (f.source, f.capture, f.source_path)
-        if not same_input:
-            yield (
-                f"{label}: bronze_table: {f.bronze_database}.{f.bronze_table} is shared with "
-                f"{owner_label}, which reads another source, capture or source_path"
-            )
+def _qualified(catalog: str | None, database: str | None, table: str | None) -> str:
+    # dlt-meta files also write the catalog into the database ("cat.schema"), without a catalog key.
+    if database and "." in database:
+        catalog = None
+    return ".".join(part for part in (catalog, database, table) if part)
 
 
 def _contains(names: Iterable[str], column: str) -> bool:

@@ -116,6 +116,14 @@ def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, s
     ``_metadata.file_block_start``): there it is an ordinary column (select your columns
     explicitly in such flows).
     """
+    rescued = _option(options, "cloudFiles.rescuedDataColumn")
+    if rescued:  # read every value as text, then fit it to the schema by column name
+        return rescue(_read_files(spark, files, fmt, _as_text(fmt, options), None, starts), schema, rescued)
+    return _read_files(spark, files, fmt, options, schema, starts)
+
+
+def _read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, schema,
+                starts: dict[str, int] | None) -> DataFrame:
     starts = starts or {}
     hidden = [f for f in files if _hidden(f)]
     if not hidden and not starts:
@@ -129,6 +137,38 @@ def read_files(spark: SparkSession, files: list[str], fmt: str, options: dict, s
         start = F.lit(starts[path]).cast("long")
         frames.append(df.withColumn("_metadata", F.col("_metadata").withField("file_block_start", start)))
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _as_text(fmt: str, options: dict) -> dict:
+    """Reader options that keep each value as the file wrote it (CSV and JSON)."""
+    kept = {k: v for k, v in options.items() if k.lower() not in ("inferschema", "primitivesasstring")}
+    if fmt == "json":
+        return {**kept, "primitivesAsString": "true"}
+    return {**kept, "inferSchema": "false"} if fmt == "csv" else kept
+
+
+def rescue(raw: DataFrame, schema: StructType | None, column: str) -> DataFrame:
+    """Auto Loader's schema enforcement with ``cloudFiles.rescuedDataColumn``: columns match
+    the schema by name (a missing one is NULL); a value that does not fit its type, or a column
+    the schema lacks, is kept in ``column`` as JSON (NULL when there is none), not lost."""
+    others = [c for c in raw.columns if c != "_metadata"]
+    if schema is None:  # the inferred schema holds every column and value
+        return raw.withColumn(column, F.lit(None).cast("string"))
+    fields = [f for f in schema.fields if f.name != column]
+    typed, kept = [], []
+    for f in fields:
+        if f.name in others:
+            value = F.col(f"`{f.name}`")
+            typed.append(value.try_cast(f.dataType).alias(f.name))
+            kept.append(F.when(value.isNotNull() & value.try_cast(f.dataType).isNull(), value).alias(f.name))
+        else:
+            typed.append(F.lit(None).cast(f.dataType).alias(f.name))
+    names = {f.name for f in fields}
+    kept += [F.col(f"`{c}`").alias(c) for c in others if c not in names]
+    as_json = F.to_json(F.struct(*kept)) if kept else F.lit(None).cast("string")
+    rescued = F.when(as_json != "{}", as_json).alias(column)
+    metadata = [F.col("_metadata")] if "_metadata" in raw.columns else []
+    return raw.select(*typed, rescued, *metadata)
 
 
 def _hidden(path: str) -> bool:
@@ -176,6 +216,9 @@ def empty_frame(spark: SparkSession, fmt: str, options: dict, schema) -> DataFra
         schema = TEXT_SCHEMA
     if schema is None:
         return None
+    rescued = _option(options, "cloudFiles.rescuedDataColumn")
+    if rescued:  # an empty file has no header to match the schema's names with
+        return spark.createDataFrame([], StructType([*schema.fields, StructField(rescued, StringType())]))
     return read_files(spark, [_empty_file()], fmt, options, schema)
 
 

@@ -136,6 +136,8 @@ class FlowBatch:
     # -- reads ------------------------------------------------------------------------------
     def read(self, name: str) -> DataFrame:
         wanted_by = f"flow '{self.flow.name}'"
+        if name not in self.runner.graph.datasets and self.store.exists(name):
+            return self._read_outside(name)
         if self.view_refresh is not None and self.runner.graph.dataset(name, wanted_by).kind != "view":
             self.runner.ensure(name)
             return self.view_refresh.read(name)
@@ -148,6 +150,14 @@ class FlowBatch:
         if self.store.exists(name):  # for a streaming flow, a change to it wakes the flow (quiet)
             self.offsets[f"{WHOLE}{name}"] = {"version": self.store.version(name)}
         return df
+
+    def _read_outside(self, name: str) -> DataFrame:
+        """A table of the lake that no pipeline defines (a source table, as a Unity Catalog
+        table is on Databricks): read as it is now; a new version of it wakes the flow."""
+        version = self.store.version(name)
+        self.reads.append((f"read:{name}", str(version)))
+        self.offsets[f"{WHOLE}{name}"] = {"version": version}
+        return self.store.read(name)
 
     def read_stream(self, name: str) -> DataFrame:
         dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")

@@ -1,0 +1,154 @@
+"""The files a plain dlt-meta flow names, read as dlt-meta reads them: the source schema (Spark
+DDL), the data quality expectations JSON, the silver transformation JSON, and the successive full
+loads of a snapshot flow (``<source_path><version>.<format>``).
+
+They are read when the pipeline defines its tables, so a bad file stops the update at once with
+the flow and the file named, as ``source_schema_path`` of change-stream flows does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+from cdc_lakehouse.config import DataFlow
+from cdc_lakehouse.config.onboarding import reader_format
+
+# dlt-meta's expectation kinds -> the dp decorator each becomes (expect_or_quarantine: a table).
+EXPECTATION_KINDS = ("expect", "expect_or_drop", "expect_or_fail", "expect_or_quarantine")
+
+
+class DltMetaFileError(ValueError):
+    """A file named by a dlt-meta flow is missing or not in dlt-meta's format."""
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """A dlt-meta expectations file: rule name -> SQL condition, per kind."""
+
+    expect: dict[str, str] = field(default_factory=dict)
+    expect_or_drop: dict[str, str] = field(default_factory=dict)
+    expect_or_fail: dict[str, str] = field(default_factory=dict)
+    expect_or_quarantine: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """A dlt-meta silver transformation: ``select_exp`` then ``where_clause`` (joined by spaces,
+    as dlt-meta joins them)."""
+
+    select_exp: list[str] = field(default_factory=lambda: ["*"])
+    where_clause: list[str] = field(default_factory=list)
+
+    def apply(self, df: DataFrame) -> DataFrame:
+        df = df.selectExpr(*self.select_exp)
+        return df.where(" ".join(self.where_clause)) if self.where_clause else df
+
+
+def _where(flow: DataFlow, key: str, path: str) -> str:
+    return f"flow {flow.data_flow_id} ({flow.silver_table}): {key} {path}"
+
+
+def _read_json(path: str, where: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DltMetaFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise DltMetaFileError(f"{where}: not JSON: {exc}") from None
+
+
+def source_schema(flow: DataFlow) -> StructType | None:
+    """The flow's ``source_schema_path`` as a schema (dlt-meta's DDL, ``a INT, b STRING`` or
+    ``a: int, b: string``); None without one."""
+    path = flow.source_details.source_schema_path
+    if not path:
+        return None
+    where = _where(flow, "source_schema_path", path)
+    try:
+        ddl = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DltMetaFileError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    try:  # StructType.fromDDL is Spark 4 only; Databricks runtimes on Spark 3.5 have this one
+        schema = _parse_datatype_string(ddl.strip())
+    except Exception as exc:  # noqa: BLE001 - Spark's parse errors have no common public type
+        raise DltMetaFileError(f"{where}: not a Spark DDL schema: {str(exc).strip()[:200]}") from None
+    if not isinstance(schema, StructType):
+        raise DltMetaFileError(f"{where}: must list columns, e.g. 'id INT, name STRING'")
+    return schema
+
+
+def expectations(flow: DataFlow, layer: str) -> Expectations:
+    """The flow's ``<layer>_data_quality_expectations_json`` (none: no rules)."""
+    key = f"{layer}_data_quality_expectations_json"
+    path = getattr(flow, key)
+    if not path:
+        return Expectations()
+    where = _where(flow, key, path)
+    data = _read_json(path, where)
+    if not isinstance(data, dict):
+        raise DltMetaFileError(f"{where}: must be a JSON object of {', '.join(EXPECTATION_KINDS)}")
+    unknown = sorted(set(data) - set(EXPECTATION_KINDS))
+    if unknown:
+        raise DltMetaFileError(f"{where}: unknown expectation kind {', '.join(unknown)} "
+                               f"(dlt-meta has {', '.join(EXPECTATION_KINDS)})")
+    for kind, rules in data.items():
+        if not isinstance(rules, dict) or not all(isinstance(v, str) for v in rules.values()):
+            raise DltMetaFileError(f"{where}: {kind} must map rule names to SQL conditions")
+    return Expectations(**data)
+
+
+def transformation(flow: DataFlow) -> Transformation:
+    """The entry of ``silver_transformation_json`` whose ``target_table`` is the flow's silver
+    table; no file means every column as it is."""
+    path = flow.silver_transformation_json
+    if not path:
+        return Transformation()
+    where = _where(flow, "silver_transformation_json", path)
+    entries = _read_json(path, where)
+    if not isinstance(entries, list):
+        raise DltMetaFileError(f"{where}: must be a JSON list of {{target_table, select_exp, where_clause}}")
+    found = [e for e in entries if isinstance(e, dict) and e.get("target_table") == flow.silver_table]
+    if not found:
+        # dlt-meta reads the table as it is then; saying so beats a silent full select.
+        raise DltMetaFileError(f"{where}: has no entry with target_table {flow.silver_table!r}")
+    entry = found[0]
+    select_exp, where_clause = entry.get("select_exp") or ["*"], entry.get("where_clause") or []
+    for name, value in (("select_exp", select_exp), ("where_clause", where_clause)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise DltMetaFileError(f"{where}: {name} must be a list of SQL strings")
+    return Transformation(select_exp, where_clause)
+
+
+def snapshot_path(flow: DataFlow, version: int) -> str:
+    """dlt-meta's snapshot files: the source path is a prefix, ``.../LOAD_`` -> ``.../LOAD_2.csv``."""
+    return f"{flow.source_path}{version}.{flow.source_details.snapshot_format}"
+
+
+def next_snapshot(spark: SparkSession, flow: DataFlow) -> Callable[[int | None], tuple[DataFrame, int] | None]:
+    """The ``source`` of ``create_auto_cdc_from_snapshot_flow`` for a file snapshot flow: the
+    load after the latest applied one, until there is none (as dlt-meta's examples do)."""
+    fmt = str(flow.source_details.snapshot_format)
+    options = {k: v for k, v in flow.bronze_reader_options.items() if not k.lower().startswith("cloudfiles.")}
+    schema = source_schema(flow)
+
+    def snapshot_and_version(latest: int | None) -> tuple[DataFrame, int] | None:
+        version = (latest or 0) + 1
+        path = snapshot_path(flow, version)
+        if not os.path.exists(path):  # /Volumes paths are files on Databricks too
+            return None
+        reader = spark.read.format(fmt).options(**options)
+        return (reader.schema(schema) if schema is not None else reader).load(path), version
+
+    return snapshot_and_version
+
+
+def feed_format(flow: DataFlow) -> str:
+    return str(reader_format(flow.bronze_reader_options))

@@ -1,0 +1,72 @@
+# Silver of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): the bronze rows, through the
+# flow's silver_transformation_json and expectations, applied to the replicas with AUTO CDC
+# (cdc_feed) or AUTO CDC FROM SNAPSHOT (snapshot). As for change-stream flows, silver_table is the
+# current state (SCD1); scd_type 2 adds the history table <silver_table>_history.
+from pyspark import pipelines as dp
+
+from cdc_lakehouse.bronze import dlt_meta
+from cdc_lakehouse.settings import PipelineSettings
+
+settings = PipelineSettings.from_spark(spark)
+
+
+def with_expectations(func, rules: dlt_meta.Expectations):
+    if rules.expect_or_quarantine:  # rows leaving silver unseen would change the replicas
+        raise dlt_meta.DltMetaFileError(
+            "silver_data_quality_expectations_json: expect_or_quarantine is a bronze rule in cdc-lakehouse")
+    for decorate, named in ((dp.expect_all, rules.expect), (dp.expect_all_or_drop, rules.expect_or_drop),
+                            (dp.expect_all_or_fail, rules.expect_or_fail)):
+        if named:
+            func = decorate(named)(func)
+    return func
+
+
+def replica_tables(flow) -> None:
+    comment = f"Current state of the dlt-meta flow {flow.data_flow_id}."
+    dp.create_streaming_table(flow.silver_target, comment=comment,
+                              table_properties={**flow.silver_table_properties, "quality": "silver"})
+    if flow.scd2_target:
+        dp.create_streaming_table(flow.scd2_target, comment=f"History (SCD2) of the dlt-meta flow {flow.data_flow_id}.",
+                                  table_properties={"quality": "silver"})
+
+
+def define_feed(flow) -> None:
+    view = f"dlt_meta_{flow.data_flow_id}_changes"
+    shape = dlt_meta.transformation(flow)  # read here: a bad file fails the update at once
+    rules = dlt_meta.expectations(flow, "silver")
+    cdc = flow.silver_cdc_apply_changes
+
+    def changes():
+        df = shape.apply(spark.readStream.table(flow.bronze_target))
+        return df.where(cdc.where) if cdc.where else df
+
+    dp.temporary_view(name=view, comment=f"Changes of the dlt-meta flow {flow.data_flow_id}, transformed.")(
+        with_expectations(changes, rules))
+    replica_tables(flow)
+    dp.create_auto_cdc_flow(target=flow.silver_target, source=view, name=cdc.flow_name, once=cdc.once,
+                            **flow.apply_changes_args(1))
+    if flow.scd2_target:
+        dp.create_auto_cdc_flow(target=flow.scd2_target, source=view, once=cdc.once, **flow.apply_changes_args(2))
+
+
+def define_snapshot(flow) -> None:
+    view = f"dlt_meta_{flow.data_flow_id}_snapshot"
+    shape = dlt_meta.transformation(flow)
+
+    @dp.temporary_view(name=view, comment=f"The bronze snapshot of the dlt-meta flow {flow.data_flow_id}, transformed.")
+    def snapshot():
+        return shape.apply(spark.read.table(flow.bronze_target))
+
+    replica_tables(flow)
+    apply = flow.silver_apply_changes_from_snapshot.args()
+    current = {"keys": apply["keys"], "stored_as_scd_type": 1}  # track_history is SCD2's
+    dp.create_auto_cdc_from_snapshot_flow(target=flow.silver_target, source=view, **current)
+    if flow.scd2_target:
+        dp.create_auto_cdc_from_snapshot_flow(target=flow.scd2_target, source=view, **apply)
+
+
+for flow in settings.onboarding.dlt_meta_flows:
+    if flow.enabled and flow.kind == "cdc_feed":
+        define_feed(flow)
+    elif flow.enabled and flow.kind == "snapshot":
+        define_snapshot(flow)
