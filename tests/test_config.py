@@ -58,16 +58,16 @@ def test_demo_customers_accessors(demo):
     assert flow.silver_table == "shop_pg_customers"
     assert flow.scd2_table == "shop_pg_customers_history"
     assert flow.gold_table == "shop_pg_customers"
-    assert flow.bronze_table == "shop_pg_shadow_customers"
     assert flow.column_filters.hash == ["email"]
     assert flow.column_filters.drop == flow.column_filters.mask == []
     assert flow.bronze_table_properties == {"pipelines.reset.allowed": "false"}
 
 
-def test_demo_shop_is_unfiltered_and_shares_one_binlog_bronze_table(demo):
+def test_demo_shop_is_unfiltered_and_names_none_of_the_keys_change_stream_flows_ignore(demo):
     flows = demo.for_source("shop")
     assert all(f.column_filters == type(f.column_filters)() for f in flows)
-    assert {f.bronze_table for f in flows} == {"shop_binlog_events"}
+    assert {(f.bronze_table, f.bronze_database, f.silver_database, f.source_path) for f in flows} == {(None,) * 4}
+    assert demo.warnings == []
 
 
 def test_demo_scd1_and_composite_keys(demo):
@@ -121,13 +121,15 @@ def test_landing_paths(demo):
 # --- environments ------------------------------------------------------------------------------
 
 
-def test_env_suffixed_keys_resolve_for_the_chosen_env():
-    dev = load_onboarding(DEMO).flow(201)
-    prod = load_onboarding(DEMO, env="prod").flow(201)
-    assert (dev.bronze_database, dev.silver_database) == ("cdc_bronze_dev", "cdc_silver_dev")
-    assert (prod.bronze_database, prod.silver_database) == ("cdc_bronze", "cdc_silver")
-    assert dev.source_path == "/Volumes/cdc_dev/landing/files/shop_pg/shadow/shop.customers"
-    assert prod.source_path == "/Volumes/cdc_prod/landing/files/shop_pg/shadow/shop.customers"
+def test_env_suffixed_keys_resolve_for_the_chosen_env(tmp_path):
+    envs = {"bronze_database_prod": "bronze", "silver_database_dev": "silver_dev", "silver_database_prod": "silver",
+            "source_details__source_path_prod": "/Volumes/prod/feeds/stores"}
+    path = write(tmp_path, [make_feed_flow(bronze_database_dev="bronze_dev", **envs)])
+    dev, prod = load_onboarding(path).flow(301), load_onboarding(path, env="prod").flow(301)
+    assert (dev.bronze_database, dev.silver_database) == ("bronze_dev", "silver_dev")
+    assert (prod.bronze_database, prod.silver_database) == ("bronze", "silver")
+    assert dev.source_path == str(tmp_path / "feeds" / "stores")  # relative to the file
+    assert prod.source_path == "/Volumes/prod/feeds/stores"
     assert prod.bronze_table == dev.bronze_table  # not env-specific
 
 
@@ -558,8 +560,10 @@ def test_dlt_meta_keys_that_do_not_change_results_are_warnings(tmp_path):
     assert len(onboarding.warnings) == 4  # one line per key, not per flow; other envs' values say nothing
 
 
-def test_change_stream_flows_warn_about_the_dlt_meta_keys_they_do_not_use(demo):
-    lines = [line.split(": ", 1)[1] for line in demo.warnings]
+def test_change_stream_flows_warn_about_the_dlt_meta_keys_they_do_not_use(tmp_path):
+    binlog = make_flow(cdc_lakehouse={"capture": "binlog", "source": "shop"})
+    onboarding = load_onboarding(write(tmp_path, [binlog, make_flow("201", "orders")]))
+    lines = [line.split(": ", 1)[1] for line in onboarding.warnings]
     assert any(line.startswith("bronze_database_dev: ignored by binlog flows: its bronze tables are in the "
                                "pipeline's bronze schema") for line in lines)
     assert any(line.startswith("source_details.source_path_dev: ignored by shadow flows") for line in lines)
