@@ -56,7 +56,7 @@ def open_store(args: argparse.Namespace) -> tuple[SparkSession, Any]:
     from pyspark.sql import SparkSession
 
     if getattr(args, "catalog", None):
-        from cdc_lakehouse.snapshot.tables import CatalogStore
+        from cdc_lakehouse.storage.catalog import CatalogStore
 
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
         return spark, CatalogStore(spark, args.catalog)

@@ -1,6 +1,10 @@
 """The job steps' tables in Unity Catalog (``--catalog C`` on Databricks job compute, tables
 ``<catalog>.<schema>.<table>``). Locally they are a lake's (``storage.DeltaRsStore``);
-``cdc_lakehouse.job_args.open_store`` picks one of the two."""
+``cdc_lakehouse.job_args.open_store`` picks one of the two.
+
+Spark alone, no delta-rs: job compute has no ``deltalake`` (hence ``storage/__init__`` loads
+``DeltaRsStore`` only when asked for). tests/test_storage_catalog.py runs it on Spark's local
+session catalog with the same behavioural tests as the delta-rs store."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pyspark.sql import functions as F
 class CatalogStore:
     """The reads the job steps need, on Unity Catalog tables.
 
-    Not exercised by the local tests. The pipeline's AUTO CDC state tables are internal on
+    The pipeline's AUTO CDC state tables are internal on
     Databricks and not visible here, so ``exists`` is False for them: reconcile then writes
     corrections that a later change already overrides, and AUTO CDC ignores those.
     """
@@ -34,7 +38,7 @@ class CatalogStore:
         return self.spark.table(self.qualified(name))
 
     def column_max(self, name: str, column: str):
-        return self.read(name).agg(F.max(column)).first()[0]
+        return self.read(name).agg(F.max(column)).collect()[0][0]  # an aggregate has one row
 
     def row_count(self, name: str) -> int:
         return self.read(name).count()  # Delta answers from its statistics
