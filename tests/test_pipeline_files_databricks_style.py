@@ -45,7 +45,7 @@ LAYERS = ("bronze", "silver", "gold")
 SCHEMA_KEYS = {f"cdc_lakehouse.{layer}_schema": layer for layer in LAYERS}
 SCHEMA_RESOURCE = re.compile(r"\$\{resources\.schemas\.(\w+)\.name\}")
 # Configuration keys read with a default (settings.py): the onboarding environment is `dev`.
-DEFAULTED = {"cdc_lakehouse.env": "nosuch"}
+DEFAULTED = {"cdc_lakehouse.env": "no-such-env"}  # no env name: refused even by a file without env keys
 
 ALLOWED_IN_PIPELINE_FILES = {"pyspark", "cdc_lakehouse"}
 # Local-only parts of the package: never imported at module level by code a pipeline loads.
@@ -242,7 +242,7 @@ def test_each_configuration_key_is_read_from_the_pipeline_configuration(spark, k
     from cdc_lakehouse.runtime.runner import pipeline_configuration
 
     assert spark.conf.get(key, None) is None
-    if key in DEFAULTED:  # absent, it has a default: a value no onboarding file knows must fail
+    if key in DEFAULTED:  # absent, it has a default: a value the loader refuses must fail
         configuration, named = {**databricks_configuration(), key: DEFAULTED[key]}, DEFAULTED[key]
     else:
         configuration, named = databricks_configuration(drop=key), key
