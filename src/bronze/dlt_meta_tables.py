@@ -10,15 +10,6 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-def with_expectations(func, rules: dlt_meta.Expectations):
-    """``func`` under dlt-meta's expect / expect_or_drop / expect_or_fail rules."""
-    for decorate, named in ((dp.expect_all, rules.expect), (dp.expect_all_or_drop, rules.expect_or_drop),
-                            (dp.expect_all_or_fail, rules.expect_or_fail)):
-        if named:
-            func = decorate(named)(func)
-    return func
-
-
 def define_feed(flow) -> None:
     view = f"dlt_meta_{flow.data_flow_id}_files"
     schema = dlt_meta.source_schema(flow)  # read here: a bad file fails the update at once
@@ -34,7 +25,7 @@ def define_feed(flow) -> None:
         return spark.readStream.table(view)
 
     dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
-             table_properties=properties)(with_expectations(rows, rules))
+             table_properties=properties)(rules.decorate(dp, rows))
     if rules.expect_or_quarantine:
         define_quarantine(flow, view, rules)
 

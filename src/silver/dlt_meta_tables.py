@@ -14,11 +14,7 @@ def with_expectations(func, rules: dlt_meta.Expectations):
     if rules.expect_or_quarantine:  # rows leaving silver unseen would change the replicas
         raise dlt_meta.DltMetaFileError(
             "silver_data_quality_expectations_json: expect_or_quarantine is a bronze rule in cdc-lakehouse")
-    for decorate, named in ((dp.expect_all, rules.expect), (dp.expect_all_or_drop, rules.expect_or_drop),
-                            (dp.expect_all_or_fail, rules.expect_or_fail)):
-        if named:
-            func = decorate(named)(func)
-    return func
+    return rules.decorate(dp, func)
 
 
 def replica_tables(flow) -> None:

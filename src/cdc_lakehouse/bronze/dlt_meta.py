@@ -38,6 +38,15 @@ class Expectations:
     expect_or_fail: dict[str, str] = field(default_factory=dict)
     expect_or_quarantine: dict[str, str] = field(default_factory=dict)
 
+    def decorate(self, dp: Any, func: Callable) -> Callable:
+        """``func`` under the expect / expect_or_drop / expect_or_fail rules, with the pipeline
+        module's decorators (``dp`` is passed in: the package never imports pyspark.pipelines)."""
+        for decorator, named in ((dp.expect_all, self.expect), (dp.expect_all_or_drop, self.expect_or_drop),
+                                 (dp.expect_all_or_fail, self.expect_or_fail)):
+            if named:
+                func = decorator(named)(func)
+        return func
+
 
 @dataclass(frozen=True)
 class Transformation:
