@@ -33,11 +33,12 @@ import random
 import re
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
-from cdc_lakehouse.capture.binlog_events import row_image
+from cdc_lakehouse.contract.lines import (binlog_event, change_row_of, iso_s, iso_us, row_image, session,
+                                         snapshot_manifest, transaction_row)
 
 # --------------------------------------------------------------------------------------------
 # Constants
@@ -130,16 +131,6 @@ ORDER_42 = 42
 # --------------------------------------------------------------------------------------------
 
 
-def _iso_us(t_us: int) -> str:
-    """ISO-8601 UTC with microseconds from epoch microseconds."""
-    return (_EPOCH + timedelta(microseconds=t_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _iso_s(t_s: int) -> str:
-    """ISO-8601 UTC with second resolution from epoch seconds."""
-    return (_EPOCH + timedelta(seconds=t_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _money(x: Decimal) -> Decimal:
     return x.quantize(CENT, rounding=ROUND_HALF_UP)
 
@@ -167,10 +158,6 @@ def dumps(obj) -> str:
 
 def key_of(table: str, row: dict) -> tuple:
     return tuple(row[c] for c in KEYS[table])
-
-
-def key_obj(table: str, key: tuple) -> dict:
-    return dict(zip(KEYS[table], key))
 
 
 def _pg_row(row: dict | None) -> dict | None:
@@ -401,13 +388,8 @@ class _Gen:
                 tid = self.next_thread
                 self.next_thread += 1 + self.rng.randint(0, 3)
         self.thread_of[user] = tid
-        self.sessions.append({
-            "server_id": SERVER_ID,
-            "thread_id": tid,
-            "connected_at": _iso_s(t_us // SEC + self.offset),
-            "user": user,
-            "role": USERS[user][0],
-        })
+        self.sessions.append(session(SERVER_ID, tid, iso_s(t_us // SEC + self.offset), user,
+                                     USERS[user][0]))
 
     def _reconnect(self, user: str, begin_t: int) -> None:
         old = self.thread_of[user]
@@ -604,7 +586,7 @@ class _Gen:
         two_step = rng.random() < 0.25  # insert with total 0, set the total at the end
         b.insert("orders", [b.row("orders", order_id=oid, customer_id=cust, status="new",
                                   total=Decimal("0.00") if two_step else total,
-                                  created_at=_iso_s(b.t // SEC))])
+                                  created_at=iso_s(b.t // SEC))])
         b.insert("order_items", items)
         for it in items:
             pk = (it["product_id"],)
@@ -901,11 +883,9 @@ def generate(seed: int = DEFAULT_SEED, n_txns: int = DEFAULT_TXNS) -> Workload:
 # --------------------------------------------------------------------------------------------
 
 
-def _event(ts: int, gtid, etype: str, *, xid=None, thread_id=None, schema=None, table=None,
-           primary_key=None, rows=None, query=None) -> dict:
-    return {"server_id": SERVER_ID, "file": None, "pos": None, "ts": ts, "gtid": gtid,
-            "type": etype, "xid": xid, "thread_id": thread_id, "schema": schema, "table": table,
-            "primary_key": primary_key, "rows": rows, "query": query}
+def _event(ts: int, gtid: str | None, etype: str, **fields) -> dict:
+    """An event without its place: file and pos are set when the log is cut into files."""
+    return binlog_event(SERVER_ID, None, None, ts, gtid, etype, **fields)
 
 
 def _event_size(ev: dict) -> int:
@@ -980,29 +960,16 @@ def render_binlog(w: Workload) -> dict[str, list[dict]]:
 def _shadow_change_rows(txn: Txn) -> list[tuple[str, dict]]:
     out = []
     for seq, op in enumerate(txn.ops, 1):
-        before, after = _pg_row(op.before), _pg_row(op.after)
-        row = {"txn_id": txn.pg_txn_id, "op_ts": _iso_us(op.t), "op_seq": seq}
-        if op.kind == "insert":
-            row.update(op="I", key=key_obj(op.table, key_of(op.table, after)), old_key=None,
-                       values=after)
-        elif op.kind == "update":
-            k_old, k_new = key_of(op.table, before), key_of(op.table, after)
-            values = {c: v for c, v in after.items() if before.get(c) != v}
-            assert values, (txn.index, op)
-            row.update(op="U", key=key_obj(op.table, k_new),
-                       old_key=key_obj(op.table, k_old) if k_old != k_new else None,
-                       values=values)
-        else:
-            row.update(op="D", key=key_obj(op.table, key_of(op.table, before)), old_key=None,
-                       values=None)
+        row = change_row_of(txn.pg_txn_id, iso_us(op.t), seq, KEYS[op.table], _pg_row(op.before),
+                            _pg_row(op.after))
+        assert row["op"] != "U" or row["values"], (txn.index, op)  # phone-only updates are skipped
         out.append((op.table, row))
     return out
 
 
 def _txn_row(txn: Txn, end_t: int) -> dict:
     db_user, db_role, client, app = txn.pg_identity
-    return {"txn_id": txn.pg_txn_id, "end_ts": _iso_us(end_t), "db_user": db_user,
-            "db_role": db_role, "client": client, "application": app}
+    return transaction_row(txn.pg_txn_id, iso_us(end_t), db_user, db_role, client, app)
 
 
 def render_shadow(w: Workload) -> tuple[dict[int, list[dict]], dict[tuple[str, int], list[dict]]]:
@@ -1071,11 +1038,10 @@ def render_files(seed: int = DEFAULT_SEED, n_txns: int = DEFAULT_TXNS) -> dict[s
     products = _sorted_rows(w.final["products"])
     snap = f"{lb}/snapshot/{SCHEMA}.products/snap-0001"
     out[f"{snap}/part-00000.jsonl"] = _jsonl(products)
-    manifest = {"snapshot_id": "snap-0001", "table": f"{SCHEMA}.products",
-                "key": list(KEYS["products"]),
-                "taken_at": _iso_s(w.txns[-1].server_s(w.txns[-1].commit_t) + 300),
-                "position": {"file": last_commit["file"], "pos": last_commit["pos"]},
-                "row_count": len(products), "complete": True}
+    manifest = snapshot_manifest("snap-0001", f"{SCHEMA}.products", list(KEYS["products"]),
+                                 iso_s(w.txns[-1].server_s(w.txns[-1].commit_t) + 300),
+                                 {"file": last_commit["file"], "pos": last_commit["pos"]},
+                                 len(products))
     out[f"{snap}/_manifest.json"] = (dumps(manifest) + "\n").encode("utf-8")
 
     for table in TABLE_ORDER:
