@@ -45,11 +45,16 @@ from pathlib import Path
 
 import yaml
 
-from cdc_lakehouse.contract.lines import binlog_event, change_row_of, iso_s, iso_us, row_image, session, transaction_row
+from cdc_lakehouse.contract.landing import binlog_dir, numbered_file, sessions_dir, shadow_table_dir, transactions_dir
+from cdc_lakehouse.contract.lines import (binlog_event, binlog_file_name, change_row_of, iso_s, iso_us, row_image, session,
+                                         transaction_row)
+from cdc_lakehouse.contract.publication import write_file
+from cdc_lakehouse.contract.writer import FileSeries, LandingFile
 
 SCHEMA = "app"
 BINLOG_SOURCE = "bench"
 SHADOW_SOURCE = "bench_pg"
+FILE_START_POS = 256  # after the format description / GTID list events, which are not written
 SERVER_ID = 7
 START_S = int(datetime(2026, 3, 2, 9, 0, 0, tzinfo=timezone.utc).timestamp())
 
@@ -549,40 +554,36 @@ class BinlogWriter:
                  first_file: int = 1, gtid: int = 1000, xid: int = 50_000):
         """``first_file``, ``gtid``, ``xid``: where the log starts (a continuation starts after
         the last file, GTID and XID of the log it continues: bench/continuation.py)."""
-        self.dir = root / BINLOG_SOURCE / "binlog"
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.per_file = events_per_file
         # a transaction much bigger than a file always continues in the next one
         self.split_at = events_per_file if split_transactions else events_per_file * 3 // 2
-        self.n_file, self.pos, self.in_file = first_file - 1, 0, 0
-        self.f = None
+        self.files = FileSeries(binlog_dir(root, BINLOG_SOURCE), lambda n: f"{binlog_file_name(n)}.jsonl", first_file)
+        self.pos = FILE_START_POS
         self.lines = 0
         self.bytes = 0
         self.gtid = gtid  # the last GTID sequence number / XID used
         self.xid = xid
-        self._rotate()
+
+    @property
+    def n_file(self) -> int:
+        return self.files.number
 
     def _rotate(self) -> None:
-        if self.f:
-            self.f.close()
-        self.n_file += 1
-        self.pos, self.in_file = 256, 0
-        self.name = f"mysql-bin.{self.n_file:06d}"
-        self.f = open(self.dir / f"{self.name}.jsonl", "w", encoding="utf-8")
+        self.files.rotate()
+        self.pos = FILE_START_POS
 
     def _emit(self, ts, gtid, etype, xid=None, thread_id=None, schema=None, table=None, pk=None, rows=None) -> None:
-        line = _dumps(binlog_event(SERVER_ID, self.name, self.pos, ts, gtid, etype, xid=xid, thread_id=thread_id,
-                                   schema=schema, table=table, primary_key=pk, rows=rows)) + "\n"
-        self.f.write(line)
-        self.pos += len(line)
-        self.in_file += 1
+        line = _dumps(binlog_event(SERVER_ID, binlog_file_name(self.n_file), self.pos, ts, gtid, etype, xid=xid,
+                                   thread_id=thread_id, schema=schema, table=table, primary_key=pk, rows=rows))
+        self.files.write(line)
+        self.pos += len(line) + 1  # a position counts the line and its newline
         self.lines += 1
-        self.bytes += len(line.encode("utf-8")) if not line.isascii() else len(line)
-        if self.in_file >= self.split_at and etype not in ("commit", "rollback"):
+        self.bytes += (len(line.encode("utf-8")) if not line.isascii() else len(line)) + 1
+        if self.files.lines >= self.split_at and etype not in ("commit", "rollback"):
             self._rotate()
 
     def write(self, tx: Txn, outcome: str, begin_s: int, end_s: int, thread_id: int, with_gtid: bool, with_xid: bool) -> None:
-        if self.in_file >= self.per_file:
+        if self.files.lines >= self.per_file:
             self._rotate()  # rotate at a transaction boundary
         gtid = None
         if with_gtid:
@@ -609,39 +610,39 @@ class BinlogWriter:
             self._emit(end_s, gtid, "rollback")
 
     def close(self) -> None:
-        self.f.close()
+        self.files.close()
 
 
 class ShadowWriter:
+    """Transaction rows and change rows, cut into numbered files of ``txns_per_file``
+    transactions: a file of each table's change rows beside each transaction file."""
+
     def __init__(self, root: Path, tables: tuple[str, ...], txns_per_file: int):
-        self.base = root / SHADOW_SOURCE / "shadow"
+        self.root = root
         self.tables = tables
         self.per_file = txns_per_file
-        self.n_file, self.in_file = 0, 0
-        self.txn_f = None
-        self.change_f: dict[str, object] = {}
+        self.in_file = 0
+        self.txn_files = FileSeries(transactions_dir(root, SHADOW_SOURCE), lambda n: numbered_file("txns", n, 5))
+        self.change_f: dict[str, LandingFile] = {}
         self.change_rows = 0
         self.txn_rows = 0
         self.pg_xid = 900_000
-        self._rotate()
 
     def _rotate(self) -> None:
-        for f in [self.txn_f, *self.change_f.values()]:
-            if f:
-                f.close()
-        self.n_file += 1
+        self._close_changes()
+        self.txn_files.rotate()
         self.in_file = 0
-        d = self.base / "_transactions"
-        d.mkdir(parents=True, exist_ok=True)
-        self.txn_f = open(d / f"txns-{self.n_file:05d}.jsonl", "w", encoding="utf-8")
+
+    def _close_changes(self) -> None:
+        for f in self.change_f.values():
+            f.close()
         self.change_f = {}
 
-    def _changes(self, table: str):
+    def _changes(self, table: str) -> LandingFile:
         f = self.change_f.get(table)
         if f is None:
-            d = self.base / f"{SCHEMA}.{table}"
-            d.mkdir(parents=True, exist_ok=True)
-            f = self.change_f[table] = open(d / f"changes-{self.n_file:05d}.jsonl", "w", encoding="utf-8")
+            name = numbered_file("changes", self.txn_files.number, 5)
+            f = self.change_f[table] = LandingFile(shadow_table_dir(self.root, SHADOW_SOURCE, SCHEMA, table) / name)
         return f
 
     def write(self, tx: Txn, outcome: str, end_us: int, user: str, role: str) -> None:
@@ -654,16 +655,15 @@ class ShadowWriter:
         txn_id = str(self.pg_xid)
         for seq, op in enumerate(tx.ops, 1):
             row = change_row_of(txn_id, iso_us(op.t_us), seq, TABLES[op.table].keys, op.before, op.after)
-            self._changes(op.table).write(_dumps(row) + "\n")
+            self._changes(op.table).write(_dumps(row))
             self.change_rows += 1
         if outcome == "commit":  # an open transaction's row never arrives: its changes are held
-            self.txn_f.write(_dumps(transaction_row(txn_id, iso_us(end_us), user, role, None, "bench")) + "\n")
+            self.txn_files.write(_dumps(transaction_row(txn_id, iso_us(end_us), user, role, None, "bench")))
             self.txn_rows += 1
 
     def close(self) -> None:
-        for f in [self.txn_f, *self.change_f.values()]:
-            if f:
-                f.close()
+        self._close_changes()
+        self.txn_files.close()
 
 
 # ------------------------------------------------------------------------------------------
@@ -782,9 +782,7 @@ def generate(out: str | Path, options: WorkloadOptions | None = None, clean: boo
     if binlog:
         binlog.close()
         summary.binlog_lines, summary.binlog_files, summary.binlog_bytes = binlog.lines, binlog.n_file, binlog.bytes
-        sdir = landing / BINLOG_SOURCE / "sessions"
-        sdir.mkdir(parents=True, exist_ok=True)
-        (sdir / "sessions-0001.jsonl").write_text("".join(_dumps(s) + "\n" for s in sessions), encoding="utf-8")
+        write_file(sessions_dir(landing, BINLOG_SOURCE) / numbered_file("sessions", 1), [_dumps(s) for s in sessions])
     if shadow:
         shadow.close()
         summary.shadow_change_rows, summary.shadow_txn_rows = shadow.change_rows, shadow.txn_rows

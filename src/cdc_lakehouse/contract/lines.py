@@ -67,6 +67,7 @@ def change_row_of(txn_id: str, op_ts: str, op_seq: int | None, keys: Iterable[st
     update only the changed columns."""
     keys = tuple(keys)
     if before is None:
+        assert after is not None, "a row operation has a before image, an after image or both"
         return change_row(txn_id, op_ts, op_seq, "I", _key(keys, after), None, after)
     if after is None:
         return change_row(txn_id, op_ts, op_seq, "D", _key(keys, before), None, None)
@@ -95,3 +96,8 @@ def iso_us(t_us: int) -> str:
 def iso_s(t_s: int) -> str:
     """Epoch seconds as §2.2/§2.5 time (ISO-8601 UTC, seconds)."""
     return (EPOCH + timedelta(seconds=t_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def binlog_file_name(number: int, base: str = "mysql-bin") -> str:
+    """A binlog file's name as the server writes it (§2.1 ``file``): the numeric suffix orders."""
+    return f"{base}.{number:06d}"
