@@ -17,6 +17,31 @@ from .shop_model import (DDLS, DEFAULT_SEED, DEFAULT_TXNS, FIRST_GTID_SEQ, FIRST
 from .shop_transactions import RANDOM_KINDS, Builder, TransactionKinds
 
 
+# Special transactions, placed in this order at about this share of the run (the first free
+# places from there); a tuple of several names runs back to back.
+SPECIALS: tuple[tuple[float, tuple[str, ...]], ...] = (
+    (0.12, ("commit_query_gtid",)),
+    (0.18, ("rollback_order",)),
+    (0.22, ("same_sec_a", "same_sec_b")),
+    (0.27, ("null_city",)),
+    (0.30, ("dup_record",)),
+    (0.35, ("ddl_phone",)),
+    (0.40, ("edit_add_remove",)),
+    (0.45, ("scheduler",)),
+    (0.48, ("edit_replace_line",)),
+    (0.50, ("renumber_customer",)),
+    (0.55, ("ddl_index",)),
+    (0.58, ("edit_renumber_lines",)),
+    (0.62, ("step_a", "step_b")),
+    (0.66, ("purge_update_delete",)),
+    (0.70, ("commit_query_no_gtid",)),
+    (0.74, ("rollback_customer",)),
+    (0.76, ("dup_record",)),
+    (0.82, ("ddl_products",)),
+    (0.86, ("delete_customer",)),
+)
+
+
 class Simulator(TransactionKinds):
     """Runs ``n_txns`` transactions from ``seed``: a plan of special transactions at fixed
     places (``_plan``), random ones between them, sessions connecting and reconnecting."""
@@ -62,25 +87,8 @@ class Simulator(TransactionKinds):
                 sp[i + j] = name
             return i
 
-        put(int(n * 0.12), "commit_query_gtid")
-        put(int(n * 0.18), "rollback_order")
-        put(int(n * 0.22), "same_sec_a", "same_sec_b")
-        put(int(n * 0.27), "null_city")
-        put(int(n * 0.30), "dup_record")
-        put(int(n * 0.35), "ddl_phone")
-        put(int(n * 0.40), "edit_add_remove")
-        put(int(n * 0.45), "scheduler")
-        put(int(n * 0.48), "edit_replace_line")
-        put(int(n * 0.50), "renumber_customer")
-        put(int(n * 0.55), "ddl_index")
-        put(int(n * 0.58), "edit_renumber_lines")
-        step = put(int(n * 0.62), "step_a", "step_b")
-        put(int(n * 0.66), "purge_update_delete")
-        put(int(n * 0.70), "commit_query_no_gtid")
-        put(int(n * 0.74), "rollback_customer")
-        put(int(n * 0.76), "dup_record")
-        put(int(n * 0.82), "ddl_products")
-        put(int(n * 0.86), "delete_customer")
+        placed = {names: put(int(n * share), *names) for share, names in SPECIALS}
+        step = placed[("step_a", "step_b")]
         self.special = sp
         self.step_b = step + 1
         self.quiet_lo = step - 12  # no (re)connects from here to the clock step
