@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdc_lakehouse.contract.lines import binlog_file_name
+
 from bench.workload import (
     BINLOG_SOURCE, MIX, SCHEDULER_THREAD, SCHEMA, USER_OF_KIND, USERS, BinlogWriter, Source, Txn, WorkloadOptions,
 )
@@ -93,7 +95,7 @@ class Continuation:
             done["committed" if outcome == "commit" else "rolled_back"] += 1
         writer.close()
         self.end = LogEnd(writer.n_file, writer.gtid, writer.xid, self.now_us // 1_000_000)
-        done["files"] = [f"mysql-bin.{n:06d}.jsonl" for n in range(first, writer.n_file + 1)]
+        done["files"] = [f"{binlog_file_name(n)}.jsonl" for n in range(first, writer.n_file + 1)]
         return done
 
     def _transaction(self) -> tuple[Txn, str]:

@@ -36,24 +36,27 @@ Usage: ``python -m bench generate --out DIR --row-changes 1000000``.
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import shutil
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
-from cdc_lakehouse.capture.binlog_events import row_image
+from cdc_lakehouse.contract.landing import binlog_dir, numbered_file, sessions_dir, shadow_table_dir, transactions_dir
+from cdc_lakehouse.contract.lines import (binlog_event, binlog_file_name, change_row_of, iso_s, iso_us, row_image, session,
+                                         transaction_row)
+from cdc_lakehouse.contract.publication import write_file
+from cdc_lakehouse.contract.writer import FileSeries, LandingFile
 
 SCHEMA = "app"
 BINLOG_SOURCE = "bench"
 SHADOW_SOURCE = "bench_pg"
+FILE_START_POS = 256  # after the format description / GTID list events, which are not written
 SERVER_ID = 7
 START_S = int(datetime(2026, 3, 2, 9, 0, 0, tzinfo=timezone.utc).timestamp())
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 # user -> (role, thread id); the event scheduler has no session (user "unknown").
 USERS = {
@@ -177,15 +180,6 @@ class WorkloadSummary:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _iso_us(t_us: int) -> str:
-    return (_EPOCH + timedelta(microseconds=t_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@functools.lru_cache(maxsize=4096)
-def _iso_s(t_s: int) -> str:
-    return (_EPOCH + timedelta(seconds=t_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -317,12 +311,12 @@ class Source:
         r = self.rng
         name = f"user{aid:07d}"
         return {"account_id": aid, "name": name, "email": f"{name}@example.com", "tier": r.choice(TIERS[:3]),
-                "balance": round(r.uniform(0, 500), 2), "city": r.choice(CITIES + [None]), "updated_at": _iso_s(t_s)}
+                "balance": round(r.uniform(0, 500), 2), "city": r.choice(CITIES + [None]), "updated_at": iso_s(t_s)}
 
     def device_row(self, did: int, t_s: int) -> dict:
         r = self.rng
         row = {"device_id": f"dev-{did:07d}", "model": r.choice(MODELS), "firmware": f"{r.randint(1, 3)}.{r.randint(0, 9)}",
-               "site": r.choice(SITES), "status": "active", "last_seen": _iso_s(t_s),
+               "site": r.choice(SITES), "status": "active", "last_seen": iso_s(t_s),
                "owner_id": r.randint(1, max(1, self.next_account - 1))}
         for m in DEVICE_METRICS:
             row[m] = round(r.uniform(0, 1000), 3)
@@ -369,7 +363,7 @@ class Source:
             for i, k in enumerate(keys[:n]):
                 if i % 1000 == 0:
                     stmt = tx.statement()
-                tx.update("devices", k, {"firmware": fw, "last_seen": _iso_s(t_s)}, stmt)
+                tx.update("devices", k, {"firmware": fw, "last_seen": iso_s(t_s)}, stmt)
             return
         table = "order_lines" if "order_lines" in self.o.tables and self.tables["order_lines"].keys else "accounts"
         keys = list(self.tables[table].keys)
@@ -380,7 +374,7 @@ class Source:
                 stmt = tx.statement()
             row = self.tables[table].rows[k]
             change = {"price": round(row["price"] * 1.05, 2)} if table == "order_lines" else {"balance": round(row["balance"] + 1, 2)}
-            tx.update(table, k, {**change, "updated_at": _iso_s(t_s)}, stmt)
+            tx.update(table, k, {**change, "updated_at": iso_s(t_s)}, stmt)
 
     def k_new_order(self, tx: Txn, t_s: int) -> bool:
         r = self.rng
@@ -392,12 +386,12 @@ class Source:
         self.next_order += 1
         n_lines = r.choice([1, 1, 2, 2, 3, 4, 6]) if "order_lines" in self.o.tables else 0
         lines = [{"order_id": oid, "line_no": i, "sku": f"SKU-{r.randint(1, 5000):05d}", "qty": r.randint(1, 4),
-                  "price": round(r.uniform(2, 120), 2), "updated_at": _iso_s(t_s)} for i in range(1, n_lines + 1)]
+                  "price": round(r.uniform(2, 120), 2), "updated_at": iso_s(t_s)} for i in range(1, n_lines + 1)]
         total = round(sum(li["qty"] * li["price"] for li in lines), 2)
         two_step = r.random() < 0.25
         tx.insert("orders", {"order_id": oid, "account_id": acc[0] if acc else None, "status": "new",
                              "total": 0.0 if two_step else total, "currency": "EUR", "channel": r.choice(CHANNELS),
-                             "created_at": _iso_s(t_s), "updated_at": _iso_s(t_s), "items": n_lines,
+                             "created_at": iso_s(t_s), "updated_at": iso_s(t_s), "items": n_lines,
                              "discount": 0.0, "tax": round(total * 0.19, 2), "note": None})
         if lines:
             stmt = tx.statement()
@@ -409,7 +403,7 @@ class Source:
             tx.update("orders", (oid,), {"total": total})
         if acc and "accounts" in self.o.tables:
             bal = accounts.rows[acc]["balance"]
-            tx.update("accounts", acc, {"balance": round(bal + total, 2), "updated_at": _iso_s(t_s)})
+            tx.update("accounts", acc, {"balance": round(bal + total, 2), "updated_at": iso_s(t_s)})
         return True
 
     def k_order_status(self, tx: Txn, t_s: int) -> bool:
@@ -423,7 +417,7 @@ class Source:
             status = orders.rows[k]["status"]
             if status not in STATUSES[:-1]:
                 break
-            done |= tx.update("orders", k, {"status": STATUSES[STATUSES.index(status) + 1], "updated_at": _iso_s(t_s)})
+            done |= tx.update("orders", k, {"status": STATUSES[STATUSES.index(status) + 1], "updated_at": iso_s(t_s)})
         return done
 
     def k_telemetry(self, tx: Txn, t_s: int) -> bool:
@@ -439,7 +433,7 @@ class Source:
                 continue
             seen.add(k)
             changes = {m: round(r.uniform(0, 1000), 3) for m in r.sample(DEVICE_METRICS, r.randint(2, 6))}
-            changes["last_seen"] = _iso_s(t_s)
+            changes["last_seen"] = iso_s(t_s)
             tx.update("devices", k, changes, stmt)
         return True
 
@@ -452,7 +446,7 @@ class Source:
         col = r.choice(["tier", "city", "email", "city"])
         value = {"tier": r.choice(TIERS), "city": None if r.random() < 0.2 else r.choice(CITIES),
                  "email": f"user{k[0]:07d}.{r.randint(1, 999)}@example.com"}[col]
-        return tx.update("accounts", k, {col: value, "updated_at": _iso_s(t_s)})
+        return tx.update("accounts", k, {col: value, "updated_at": iso_s(t_s)})
 
     def k_signup(self, tx: Txn, t_s: int) -> bool:
         if "accounts" not in self.o.tables:
@@ -472,7 +466,7 @@ class Source:
         if k is None:
             return False
         if self.rng.random() < 0.5:  # UPDATE then DELETE
-            tx.update("orders", k, {"status": "cancelled", "updated_at": _iso_s(t_s)})
+            tx.update("orders", k, {"status": "cancelled", "updated_at": iso_s(t_s)})
         lines = self.lines_of.pop(k[0], [])
         tx.on_rollback(lambda: self.lines_of.__setitem__(k[0], lines))
         if lines:
@@ -493,12 +487,12 @@ class Source:
         if variant == "qty":
             ln = r.choice(lines)
             qty = self.tables["order_lines"].rows[(oid, ln)]["qty"]
-            return tx.update("order_lines", (oid, ln), {"qty": qty + 1, "updated_at": _iso_s(t_s)})
+            return tx.update("order_lines", (oid, ln), {"qty": qty + 1, "updated_at": iso_s(t_s)})
         if variant == "replace":  # DELETE then INSERT of one key: an UPDATE
             ln = r.choice(lines)
             old = self.tables["order_lines"].rows[(oid, ln)]
             tx.delete("order_lines", (oid, ln))
-            tx.insert("order_lines", {**old, "sku": f"SKU-{r.randint(1, 5000):05d}", "updated_at": _iso_s(t_s)})
+            tx.insert("order_lines", {**old, "sku": f"SKU-{r.randint(1, 5000):05d}", "updated_at": iso_s(t_s)})
             return True
         # renumber: drop the first line, move the others down: key-changing updates
         lines.sort()
@@ -529,7 +523,7 @@ class Source:
             return False
         new_id = self.next_account
         self.next_account += 1
-        tx.update("accounts", k, {"account_id": new_id, "updated_at": _iso_s(t_s)})
+        tx.update("accounts", k, {"account_id": new_id, "updated_at": iso_s(t_s)})
         if "orders" in self.o.tables:
             orders = self.tables["orders"]
             mine = [ok for ok in orders.keys[-200:] if orders.rows[ok]["account_id"] == k[0]]
@@ -548,7 +542,7 @@ class Source:
             return False
         stmt = tx.statement()
         for k in stale:
-            tx.update("orders", k, {"note": "stale", "updated_at": _iso_s(t_s)}, stmt)
+            tx.update("orders", k, {"note": "stale", "updated_at": iso_s(t_s)}, stmt)
         return True
 
 
@@ -560,41 +554,36 @@ class BinlogWriter:
                  first_file: int = 1, gtid: int = 1000, xid: int = 50_000):
         """``first_file``, ``gtid``, ``xid``: where the log starts (a continuation starts after
         the last file, GTID and XID of the log it continues: bench/continuation.py)."""
-        self.dir = root / BINLOG_SOURCE / "binlog"
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.per_file = events_per_file
         # a transaction much bigger than a file always continues in the next one
         self.split_at = events_per_file if split_transactions else events_per_file * 3 // 2
-        self.n_file, self.pos, self.in_file = first_file - 1, 0, 0
-        self.f = None
+        self.files = FileSeries(binlog_dir(root, BINLOG_SOURCE), lambda n: f"{binlog_file_name(n)}.jsonl", first_file)
+        self.pos = FILE_START_POS
         self.lines = 0
         self.bytes = 0
         self.gtid = gtid  # the last GTID sequence number / XID used
         self.xid = xid
-        self._rotate()
+
+    @property
+    def n_file(self) -> int:
+        return self.files.number
 
     def _rotate(self) -> None:
-        if self.f:
-            self.f.close()
-        self.n_file += 1
-        self.pos, self.in_file = 256, 0
-        self.name = f"mysql-bin.{self.n_file:06d}"
-        self.f = open(self.dir / f"{self.name}.jsonl", "w", encoding="utf-8")
+        self.files.rotate()
+        self.pos = FILE_START_POS
 
     def _emit(self, ts, gtid, etype, xid=None, thread_id=None, schema=None, table=None, pk=None, rows=None) -> None:
-        line = _dumps({"server_id": SERVER_ID, "file": self.name, "pos": self.pos, "ts": ts, "gtid": gtid,
-                       "type": etype, "xid": xid, "thread_id": thread_id, "schema": schema, "table": table,
-                       "primary_key": pk, "rows": rows, "query": None}) + "\n"
-        self.f.write(line)
-        self.pos += len(line)
-        self.in_file += 1
+        line = _dumps(binlog_event(SERVER_ID, binlog_file_name(self.n_file), self.pos, ts, gtid, etype, xid=xid,
+                                   thread_id=thread_id, schema=schema, table=table, primary_key=pk, rows=rows))
+        self.files.write(line)
+        self.pos += len(line) + 1  # a position counts the line and its newline
         self.lines += 1
-        self.bytes += len(line.encode("utf-8")) if not line.isascii() else len(line)
-        if self.in_file >= self.split_at and etype not in ("commit", "rollback"):
+        self.bytes += (len(line.encode("utf-8")) if not line.isascii() else len(line)) + 1
+        if self.files.lines >= self.split_at and etype not in ("commit", "rollback"):
             self._rotate()
 
     def write(self, tx: Txn, outcome: str, begin_s: int, end_s: int, thread_id: int, with_gtid: bool, with_xid: bool) -> None:
-        if self.in_file >= self.per_file:
+        if self.files.lines >= self.per_file:
             self._rotate()  # rotate at a transaction boundary
         gtid = None
         if with_gtid:
@@ -621,39 +610,39 @@ class BinlogWriter:
             self._emit(end_s, gtid, "rollback")
 
     def close(self) -> None:
-        self.f.close()
+        self.files.close()
 
 
 class ShadowWriter:
+    """Transaction rows and change rows, cut into numbered files of ``txns_per_file``
+    transactions: a file of each table's change rows beside each transaction file."""
+
     def __init__(self, root: Path, tables: tuple[str, ...], txns_per_file: int):
-        self.base = root / SHADOW_SOURCE / "shadow"
+        self.root = root
         self.tables = tables
         self.per_file = txns_per_file
-        self.n_file, self.in_file = 0, 0
-        self.txn_f = None
-        self.change_f: dict[str, object] = {}
+        self.in_file = 0
+        self.txn_files = FileSeries(transactions_dir(root, SHADOW_SOURCE), lambda n: numbered_file("txns", n, 5))
+        self.change_f: dict[str, LandingFile] = {}
         self.change_rows = 0
         self.txn_rows = 0
         self.pg_xid = 900_000
-        self._rotate()
 
     def _rotate(self) -> None:
-        for f in [self.txn_f, *self.change_f.values()]:
-            if f:
-                f.close()
-        self.n_file += 1
+        self._close_changes()
+        self.txn_files.rotate()
         self.in_file = 0
-        d = self.base / "_transactions"
-        d.mkdir(parents=True, exist_ok=True)
-        self.txn_f = open(d / f"txns-{self.n_file:05d}.jsonl", "w", encoding="utf-8")
+
+    def _close_changes(self) -> None:
+        for f in self.change_f.values():
+            f.close()
         self.change_f = {}
 
-    def _changes(self, table: str):
+    def _changes(self, table: str) -> LandingFile:
         f = self.change_f.get(table)
         if f is None:
-            d = self.base / f"{SCHEMA}.{table}"
-            d.mkdir(parents=True, exist_ok=True)
-            f = self.change_f[table] = open(d / f"changes-{self.n_file:05d}.jsonl", "w", encoding="utf-8")
+            name = numbered_file("changes", self.txn_files.number, 5)
+            f = self.change_f[table] = LandingFile(shadow_table_dir(self.root, SHADOW_SOURCE, SCHEMA, table) / name)
         return f
 
     def write(self, tx: Txn, outcome: str, end_us: int, user: str, role: str) -> None:
@@ -665,29 +654,16 @@ class ShadowWriter:
         self.pg_xid += 1
         txn_id = str(self.pg_xid)
         for seq, op in enumerate(tx.ops, 1):
-            spec = TABLES[op.table]
-            if op.kind == "insert":
-                key, old_key, values, code = {k: op.after[k] for k in spec.keys}, None, op.after, "I"
-            elif op.kind == "update":
-                key = {k: op.after[k] for k in spec.keys}
-                before_key = {k: op.before[k] for k in spec.keys}
-                old_key = before_key if before_key != key else None
-                values = {c: v for c, v in op.after.items() if op.before.get(c) != v}
-                code = "U"
-            else:
-                key, old_key, values, code = {k: op.before[k] for k in spec.keys}, None, None, "D"
-            self._changes(op.table).write(_dumps({"txn_id": txn_id, "op_ts": _iso_us(op.t_us), "op_seq": seq, "op": code,
-                                                  "key": key, "old_key": old_key, "values": values}) + "\n")
+            row = change_row_of(txn_id, iso_us(op.t_us), seq, TABLES[op.table].keys, op.before, op.after)
+            self._changes(op.table).write(_dumps(row))
             self.change_rows += 1
         if outcome == "commit":  # an open transaction's row never arrives: its changes are held
-            self.txn_f.write(_dumps({"txn_id": txn_id, "end_ts": _iso_us(end_us), "db_user": user, "db_role": role,
-                                     "client": None, "application": "bench"}) + "\n")
+            self.txn_files.write(_dumps(transaction_row(txn_id, iso_us(end_us), user, role, None, "bench")))
             self.txn_rows += 1
 
     def close(self) -> None:
-        for f in [self.txn_f, *self.change_f.values()]:
-            if f:
-                f.close()
+        self._close_changes()
+        self.txn_files.close()
 
 
 # ------------------------------------------------------------------------------------------
@@ -709,7 +685,7 @@ def generate(out: str | Path, options: WorkloadOptions | None = None, clean: boo
     binlog = BinlogWriter(landing, o.events_per_file, o.split_transactions) if "binlog" in o.forms else None
     shadow = ShadowWriter(landing, o.tables, o.txns_per_shadow_file) if "shadow" in o.forms else None
 
-    sessions = [{"server_id": SERVER_ID, "thread_id": tid, "connected_at": _iso_s(START_S - 600 + i * 7), "user": u, "role": role}
+    sessions = [session(SERVER_ID, tid, iso_s(START_S - 600 + i * 7), u, role)
                 for i, (u, (role, tid)) in enumerate(USERS.items())]
     thread_of = {u: tid for u, (_, tid) in USERS.items()}
     next_thread = 40
@@ -749,8 +725,7 @@ def generate(out: str | Path, options: WorkloadOptions | None = None, clean: boo
             if rng.random() < 0.01:  # reconnect: a new session on a new thread
                 next_thread += rng.randint(1, 3)
                 thread_of[user] = next_thread
-                sessions.append({"server_id": SERVER_ID, "thread_id": next_thread,
-                                 "connected_at": _iso_s(begin_s - 1), "user": user, "role": USERS[user][0]})
+                sessions.append(session(SERVER_ID, next_thread, iso_s(begin_s - 1), user, USERS[user][0]))
             thread_id, who, role = thread_of[user], user, USERS[user][0]
         if binlog:
             binlog.write(tx, outcome, begin_s, end_s, thread_id, with_gtid=rng.random() > 0.01,
@@ -807,9 +782,7 @@ def generate(out: str | Path, options: WorkloadOptions | None = None, clean: boo
     if binlog:
         binlog.close()
         summary.binlog_lines, summary.binlog_files, summary.binlog_bytes = binlog.lines, binlog.n_file, binlog.bytes
-        sdir = landing / BINLOG_SOURCE / "sessions"
-        sdir.mkdir(parents=True, exist_ok=True)
-        (sdir / "sessions-0001.jsonl").write_text("".join(_dumps(s) + "\n" for s in sessions), encoding="utf-8")
+        write_file(sessions_dir(landing, BINLOG_SOURCE) / numbered_file("sessions", 1), [_dumps(s) for s in sessions])
     if shadow:
         shadow.close()
         summary.shadow_change_rows, summary.shadow_txn_rows = shadow.change_rows, shadow.txn_rows

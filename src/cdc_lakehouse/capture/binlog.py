@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdc_lakehouse.contract.landing import source_dir, to_json
+from cdc_lakehouse.contract.landing import BINLOG, SESSIONS, source_dir, to_json
 from cdc_lakehouse.contract.publication import remove_orphans, write_file
 
 from . import binlog_epoch
@@ -98,7 +98,7 @@ def landed_position(binlog_dir: Path) -> Position | None:
 
 def resume_position(cfg: BinlogConfig) -> Position | None:
     saved = state_file.load(cfg.checkpoint_path)
-    candidates = [landed_position(cfg.source_root / "binlog")]
+    candidates = [landed_position(cfg.source_root / BINLOG)]
     if saved.get("file"):
         candidates.append(Position.of(saved["file"], saved["pos"], saved.get("epoch", 0)))
     candidates = [c for c in candidates if c is not None]
@@ -155,10 +155,10 @@ class BinlogCapture:
         conn = pymysql.connect(**self.cfg.connection(), autocommit=True)
         try:
             check_row_logging(conn)
-            spill = self.cfg.source_root / "binlog"
+            spill = self.cfg.source_root / BINLOG
             self.assembler = Assembler(self.cfg.capture_schema, DefaultRoles(conn),
                                        lambda: EventBuffer(spill, self.cfg.buffer_bytes))
-            for kind in ("binlog", "sessions"):
+            for kind in (BINLOG, SESSIONS):
                 remove_orphans(self.cfg.source_root / kind)
             return self._run(self._start(conn))
         finally:
@@ -288,10 +288,10 @@ class BinlogCapture:
         epoch = txns[-1].end.epoch
         name = f"{f'epoch{epoch}-' if epoch else ''}{file}-{landed[0].first_pos:012d}-{txns[-1].end.pos:012d}.jsonl"
         if sessions:  # before the events: a transaction never lands before its session
-            write_file(self.cfg.source_root / "sessions" / name, [to_json(s) for s in sessions])
+            write_file(self.cfg.source_root / SESSIONS / name, [to_json(s) for s in sessions])
             self.result.sessions += len(sessions)
         lines = (line for t in landed for line in t.lines())  # streamed: a spilled body is read back
-        self.result.files.append(write_file(self.cfg.source_root / "binlog" / name, lines))
+        self.result.files.append(write_file(self.cfg.source_root / BINLOG / name, lines))
         self.result.events += sum(len(t) for t in landed)
         for t in landed:
             t.discard()

@@ -25,10 +25,10 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from .ddl_mariadb import MARKER_TABLE
 from .event_buffer import EventBuffer
 from cdc_lakehouse.contract.landing import to_json
+from cdc_lakehouse.contract.lines import BINLOG_FIELDS, binlog_event, row_image, session
 from .sqlquote import CAPTURE_SCHEMA
 
-FIELDS = ("server_id", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", "schema", "table",
-          "primary_key", "rows", "query", "epoch")
+FIELDS = (*BINLOG_FIELDS, "epoch")  # the capture's events also name their binlog epoch
 ROW_TYPES = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
 STREAM_EVENTS = [MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, *ROW_TYPES]
 _FL_STANDALONE = 1  # MariaDB GTID flag: no COMMIT follows (DDL)
@@ -102,21 +102,13 @@ class Transaction:
 
 
 def event(server_id: int, file: str, pos: int, ts: int, epoch: int, gtid: str | None, type_: str, **kw) -> dict:
-    out = dict.fromkeys(FIELDS)
-    out.update(server_id=server_id, file=file, pos=pos, ts=ts, epoch=epoch, gtid=gtid, type=type_, **kw)
-    return out
+    return {**binlog_event(server_id, file, pos, ts, gtid, type_, **kw), "epoch": epoch}
 
 
 def _primary_key(value) -> list[str]:
     if not value:
         return []
     return [value] if isinstance(value, str) else list(value)
-
-
-def row_image(before: dict | None, after: dict | None) -> dict:
-    """One entry of a row event's ``rows`` (CONTRACT §2.2): the sides the operation has, so an
-    insert has no ``before`` and a delete no ``after``."""
-    return {side: image for side, image in (("before", before), ("after", after)) if image is not None}
 
 
 def _images(kind: str, rows: list[dict]) -> list[dict]:
@@ -282,9 +274,8 @@ class Assembler:
         return Transaction([begin], end, sessions, marker_ids, body=body, tail=last)
 
     def _session(self, server_id: int, marker: dict) -> list[dict]:
-        row = {"server_id": server_id, "thread_id": int(marker["thread_id"]),
-               "connected_at": session_connected_at(marker["since"]),
-               "user": marker["db_user"], "role": self.role_of(marker["db_user"], marker["client"])}
+        row = session(server_id, int(marker["thread_id"]), session_connected_at(marker["since"]),
+                      marker["db_user"], self.role_of(marker["db_user"], marker["client"]))
         key = tuple(row.values())
         if key in self._seen_sessions:
             return []

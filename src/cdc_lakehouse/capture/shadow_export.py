@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cdc_lakehouse.contract.landing import source_dir, table_folder, to_json
+from cdc_lakehouse.contract.landing import TRANSACTIONS, shadow_dir, source_dir, table_folder, to_json
 from cdc_lakehouse.contract.publication import publish, remove_orphans, write_temp
 
 from . import state as state_file
@@ -35,7 +35,7 @@ from .shadow_ledger import LEDGER_FOLDER, Ledger, read_ack, record_of
 from .shadow_readers import Batch
 
 DEFAULT_BATCH_ROWS = 50_000
-TXN_FOLDER = "_transactions"
+TXN_FOLDER = TRANSACTIONS
 PURGE_MODES = ("ack", "on_landing")
 
 
@@ -55,7 +55,7 @@ class ShadowExporter:
         if purge not in PURGE_MODES:
             raise ValueError(f"purge must be one of {PURGE_MODES}, got {purge!r}")
         self.reader, self.landing, self.source, self.purge = reader, landing, source, purge
-        self.shadow_root = source_dir(landing, source) / "shadow"
+        self.shadow_root = shadow_dir(landing, source)
         state_dir = Path(state_dir) if state_dir else state_file.default_state_dir(source_dir(landing, source))
         self.state_path = state_dir / "shadow-export.json"
         self.ledger = Ledger(state_dir / LEDGER_FOLDER)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from cdc_lakehouse.contract.landing import iso_utc
+from cdc_lakehouse.contract.lines import change_row, transaction_row
 from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, pg_ident
 
 Ranges = dict[str, list[list[int]]]  # shadow table -> sorted, disjoint [first id, last id]
@@ -46,13 +47,12 @@ def _json(text: str | None):
 
 
 def _txn_row(txn_id, end_ts, db_user, db_role, client, application) -> dict:
-    return {"txn_id": str(txn_id), "end_ts": iso_utc(end_ts), "db_user": db_user,
-            "db_role": db_role, "client": client, "application": application}
+    return transaction_row(str(txn_id), iso_utc(end_ts), db_user, db_role, client, application)
 
 
 def _change_row(txn_id, op_ts, op_seq, op, key, old_key, values) -> dict:
-    return {"txn_id": str(txn_id), "op_ts": iso_utc(op_ts), "op_seq": int(op_seq), "op": op,
-            "key": _json(key), "old_key": _json(old_key), "values": _json(values)}
+    return change_row(str(txn_id), iso_utc(op_ts), int(op_seq), op, _json(key), _json(old_key),
+                      _json(values))
 
 
 def _pg_multirange(ranges: list[list[int]]) -> str:

@@ -26,6 +26,44 @@ def source_dir(landing: Path | str, source: str) -> Path:
     return Path(landing) / quote(source, safe=_SAFE)
 
 
+# The folders of a source's landing (CONTRACT §2).
+BINLOG = "binlog"
+SESSIONS = "sessions"
+SHADOW = "shadow"
+TRANSACTIONS = "_transactions"  # inside SHADOW, beside one folder per table
+SNAPSHOT = "snapshot"
+MANIFEST = "_manifest.json"
+
+
+def binlog_dir(landing: Path | str, source: str) -> Path:
+    return source_dir(landing, source) / BINLOG
+
+
+def sessions_dir(landing: Path | str, source: str) -> Path:
+    return source_dir(landing, source) / SESSIONS
+
+
+def shadow_dir(landing: Path | str, source: str) -> Path:
+    return source_dir(landing, source) / SHADOW
+
+
+def transactions_dir(landing: Path | str, source: str) -> Path:
+    return shadow_dir(landing, source) / TRANSACTIONS
+
+
+def shadow_table_dir(landing: Path | str, source: str, schema: str, table: str) -> Path:
+    return shadow_dir(landing, source) / table_folder(schema, table)
+
+
+def snapshot_dir(landing: Path | str, source: str, schema: str, table: str, snapshot_id: str) -> Path:
+    return source_dir(landing, source) / SNAPSHOT / table_folder(schema, table) / snapshot_id
+
+
+def numbered_file(prefix: str, number: int, width: int = 4) -> str:
+    """``<prefix>-<number, zero-padded>.jsonl``: generated files sort in writing order."""
+    return f"{prefix}-{number:0{width}d}.jsonl"
+
+
 # The shadow export's acknowledgement, written by housekeeping, read by the export (docs/snapshots.md).
 ACK_FILE = "_ack.json"
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import TextIO
 
 TMP_PREFIX = ".cdc-tmp-"
 
@@ -24,16 +26,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_temp(folder: Path, lines: Iterable[str]) -> Path:
-    """Write ``lines`` (JSON texts) to a durable hidden temporary file in ``folder``."""
+def open_temp(folder: Path) -> tuple[Path, TextIO]:
+    """A new hidden temporary file in ``folder``, open for writing text."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f"{TMP_PREFIX}{uuid.uuid4().hex}.part"  # no .jsonl: never listed as input
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    return tmp, open(tmp, "w", encoding="utf-8", newline="\n")
+
+
+def close_durably(f: TextIO) -> None:
+    """Close a file once its content is on disk (before it may be renamed into place)."""
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()
+
+
+def write_temp(folder: Path, lines: Iterable[str]) -> Path:
+    """Write ``lines`` (JSON texts) to a durable hidden temporary file in ``folder``."""
+    tmp, f = open_temp(folder)
+    try:
         for line in lines:
             f.write(line)
             f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+    except BaseException:
+        f.close()
+        raise
+    close_durably(f)
     return tmp
 
 
@@ -48,7 +65,7 @@ def write_file(final: Path, lines: Iterable[str]) -> Path:
     return final
 
 
-def remove_orphans(folder: Path, keep: set[str] = frozenset()) -> int:
+def remove_orphans(folder: Path, keep: AbstractSet[str] = frozenset()) -> int:
     """Delete temporary files a crashed run left behind (except those named in ``keep``)."""
     if not folder.is_dir():
         return 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_lakehouse.bronze.kinds import landing_kinds
+from cdc_lakehouse.contract.landing import ACK_FILE, SNAPSHOT
 from cdc_lakehouse.snapshot.ledger import ARCHIVE, CORRECTIONS, Ledger
 
 CORRECTIONS_FILTER = "*.jsonl"
@@ -104,7 +105,7 @@ def _landing_files(root: Path):
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (Path(dirpath) == root and d == ARCHIVE))
         for name in sorted(filenames):
-            if not name.startswith(".") and not name.endswith((".status.json", "_ack.json")):
+            if not name.startswith(".") and not name.endswith((".status.json", ACK_FILE)):
                 yield Path(dirpath) / name
 
 
@@ -119,7 +120,7 @@ def _why_kept(path: str, inputs: list[Input], readers: dict, ledger: Ledger, roo
         if any(path not in consumed for consumed in flows):
             return "not committed by every flow reading it"
     parts = Path(path).relative_to(root).parts
-    if parts[0] == "snapshot" and len(parts) >= 4 and ledger.status(parts[1], parts[2]) is None:
+    if parts[0] == SNAPSHOT and len(parts) >= 4 and ledger.status(parts[1], parts[2]) is None:
         return "snapshot not reconciled yet"
     return None
 

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cdc_lakehouse.bronze import binlog_position
+from cdc_lakehouse.contract.landing import MANIFEST, SNAPSHOT
 
-MANIFEST = "_manifest.json"
 PART_GLOB = "part-*"
 _ISO_WITH_ZONE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$")
 _FILE_NUMBER = re.compile(r"(\d+)$")
@@ -101,7 +101,7 @@ class SnapshotFolder:
 
 def discover(landing: str | Path, source: str) -> list[SnapshotFolder]:
     """Every snapshot folder of a source, in a stable order (table, snapshot id)."""
-    root = Path(landing) / source / "snapshot"
+    root = Path(landing) / source / SNAPSHOT
     if not root.is_dir():
         return []
     found = []
@@ -119,7 +119,7 @@ def folder_of(path: str | Path) -> SnapshotFolder:
     path = Path(path).resolve()
     if path.name == MANIFEST:
         path = path.parent
-    source = path.parent.parent.parent.name if path.parent.parent.name == "snapshot" else UNKNOWN_SOURCE
+    source = path.parent.parent.parent.name if path.parent.parent.name == SNAPSHOT else UNKNOWN_SOURCE
     return SnapshotFolder(source, path.parent.name, path.name, path)
 
 
