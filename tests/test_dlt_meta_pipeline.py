@@ -131,3 +131,9 @@ def test_snapshot_flows_apply_successive_full_loads(spark, tmp_path):
     versions = reduce(DataFrame.union, [loaded(spark, folder, "products", v, products.columns) for v in (1, 2, 3)])
     assert history.count() == versions.distinct().count()
     assertDataFrameEqual(history.where("__END_AT IS NULL").drop("__START_AT", "__END_AT"), products)
+    # No new load: a table source that did not change is not compared again (nor written).
+    tables = ["dlt_meta_bronze.products", "dlt_meta_silver.products", "dlt_meta_silver.products_history",
+              "dlt_meta_bronze.stores", "dlt_meta_silver.stores"]
+    before = {t: store.version(t) for t in tables}
+    run(folder, "snapshot-onboarding.json", "demo")
+    assert {t: store.version(t) for t in tables} == before

@@ -104,7 +104,7 @@ def apply_snapshots(runner, flow, target, batch, table_opts: dict) -> int:
         current = current_rows(runner.store, target.name, spec.scd_type)
         changes = snapshot_changes(snapshot, current, spec.keys, version)
         written += cdc_apply.apply_changes(runner.store, target.name, changes, spec, batch, table_opts)
-        batch.checkpoint.write_offsets(batch.id, {"snapshot": {"version": version}})
+        batch.record_snapshot(version)
         batch.id += 1
     return written
 
@@ -113,7 +113,7 @@ def _snapshots(runner, source, batch):
     if isinstance(source, str):
         yield runner.read_dataset(source, f"snapshot flow into {batch.flow.target}"), batch.id + 1
         return
-    latest = batch.previous.get("snapshot", {}).get("version")
+    latest = batch.applied_snapshot()
     while True:
         result = source(latest)
         if result is None:

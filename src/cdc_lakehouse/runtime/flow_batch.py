@@ -14,6 +14,7 @@ from cdc_lakehouse.storage import Commit, StreamingSourceChanged
 
 
 WHOLE = "whole:"  # offsets entry of a table a streaming flow also reads whole (its version)
+SNAPSHOT = "snapshot"  # offsets entry of an AUTO CDC FROM SNAPSHOT batch: the version it applied
 
 
 class NoNewInput(Exception):
@@ -104,7 +105,7 @@ class FlowBatch:
         """The sources, with their offsets, that the flow last read as it is defined now: those
         of the last batch, or those of a later update that found nothing new in them."""
         if self.previous.get(DEFINITION) == self.definition:
-            return {k: v for k, v in self.previous.items() if k != DEFINITION}
+            return {k: v for k, v in self.previous.items() if k not in (DEFINITION, SNAPSHOT)}
         confirmed = self.checkpoint.confirmed()
         if confirmed.get("after_batch") == self.previous_id and confirmed.get("definition") == self.definition:
             return confirmed["sources"]
@@ -119,11 +120,21 @@ class FlowBatch:
             if self.previous.get(DEFINITION) != self.definition:
                 self.checkpoint.write_confirmed(self.previous_id, self.definition, self.offsets)
 
+    def record_snapshot(self, version: int) -> None:
+        """An AUTO CDC FROM SNAPSHOT batch applied snapshot ``version``: recorded with the tables
+        its source read, so that an update in which none of them changed skips the flow."""
+        self.checkpoint.write_offsets(self.id, {**self.offsets, SNAPSHOT: {"version": version}, DEFINITION: self.definition})
+
+    def applied_snapshot(self) -> int | None:
+        return self.previous.get(SNAPSHOT, {}).get("version")
+
     def _source_quiet(self, source: str, offset: dict) -> bool:
         kind, _, name = source.partition(":")
         if kind in ("table", WHOLE.rstrip(":")) and name in self.runner.graph.datasets:
             self.runner.ensure(name)
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
+        if kind == WHOLE.rstrip(":") and self.store.exists(name):  # a table no pipeline defines
+            return self.store.version(name) == offset.get("version")
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
             seen = self._files_seen.get(source, {})
