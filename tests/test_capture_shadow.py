@@ -16,6 +16,7 @@ from live.replay import read_jsonl
 
 from cdc_lakehouse.capture import ddl_mariadb, ddl_postgres
 from cdc_lakehouse.capture.connect import connect
+from cdc_lakehouse.capture.introspect import ShadowTriggersOutOfDate
 from cdc_lakehouse.contract.publication import publish
 from cdc_lakehouse.capture.shadow_export import ShadowExporter, export_once
 from cdc_lakehouse.capture.shadow_readers import MariaDBShadowReader, PostgresShadowReader
@@ -232,3 +233,28 @@ def test_a_postgres_alter_table_is_a_change_row_with_its_statement(tmp_path):
     assert [(r["op_seq"], r["op"], r["key"], r["values"]) for r in changes] == [
         (1, "I", {"id": 1}, {"id": 1, "v": "a"}), (2, "A", {}, {"statement": f"ALTER TABLE {src} ADD COLUMN w int"}),
         (3, "I", {"id": 2}, {"id": 2, "v": "b", "w": 7})]
+
+
+def test_a_mariadb_alter_table_stops_the_export_naming_the_columns(tmp_path):
+    """MariaDB fires no trigger on ALTER TABLE: the export compares the table's columns with
+    the ones its triggers were made for, and stops (nothing exported) until shadow-ddl runs again."""
+    my = Dialect("mariadb", fixtures.mariadb())
+    table = TableName(fixtures.unique_schema("alter"), "items")
+    src = f"{my_ident(table.schema)}.items"
+    conn = my.session()
+    my.run(conn, f"CREATE DATABASE {my_ident(table.schema)}", f"CREATE TABLE {src} (id int PRIMARY KEY, v int)",
+           *ddl_mariadb.shadow_statements(table, ["id", "v"], ["id"], table_columns=["id", "v"]),
+           f"INSERT INTO {src} VALUES (1, 1)", f"ALTER TABLE {src} ADD COLUMN w int", f"INSERT INTO {src} VALUES (2, 2, 7)")
+    with pytest.raises(ShadowTriggersOutOfDate, match=rf"{table.schema}\.items: columns added w \(not captured\)"):
+        export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    assert _landed(tmp_path / "s", table) == ([], [])
+
+    my.run(conn, *ddl_mariadb.shadow_statements(table, ["id", "v", "w"], ["id"], table_columns=["id", "v", "w"]),
+           f"INSERT INTO {src} VALUES (3, 3, 8)", f"ALTER TABLE {src} DROP COLUMN v")
+    with pytest.raises(ShadowTriggersOutOfDate, match=r"columns dropped or renamed v \(its triggers fail every write\)"):
+        export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    my.run(conn, *ddl_mariadb.shadow_statements(table, ["id", "w"], ["id"], table_columns=["id", "w"]))
+    conn.close()
+    export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    _, changes = _landed(tmp_path / "s", table)
+    assert [r["values"] for r in changes] == [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 3, "w": 8}]

@@ -60,6 +60,7 @@ def _mariadb_statements(args, table: TableName) -> list[str]:
     from . import ddl_mariadb
 
     columns, keys = args.column, args.key
+    table_columns = None  # unknown: --column names what to capture, maybe not every column
     if args.dsn and not columns:
         from .connect import connect
         from .introspect import mariadb_columns
@@ -69,10 +70,10 @@ def _mariadb_statements(args, table: TableName) -> list[str]:
             columns, pk = mariadb_columns(conn, table)
         finally:
             conn.close()
-        keys = keys or pk
+        keys, table_columns = keys or pk, columns
     if not columns:
         raise ValueError("--dialect mariadb needs the table's columns: --dsn or --column ...")
-    return ddl_mariadb.shadow_statements(table, columns, keys or [])
+    return ddl_mariadb.shadow_statements(table, columns, keys or [], table_columns)
 
 
 def _apply(dsn: str, statements: list[str]) -> None:

@@ -51,6 +51,12 @@ _COMMON = [
     key_columns   LONGTEXT NOT NULL CHECK (JSON_VALID(key_columns)),
     PRIMARY KEY (source_schema, source_table)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    # MariaDB fires no trigger on ALTER TABLE: the export compares the columns the triggers name
+    # (and the table's columns when they were made, if known) with the table's columns now.
+    # Added here, not in the CREATE, so that a capture schema made before them gains them too.
+    f"""ALTER TABLE {S}.`_tables`
+    ADD COLUMN IF NOT EXISTS captured_columns LONGTEXT NULL CHECK (JSON_VALID(captured_columns)),
+    ADD COLUMN IF NOT EXISTS table_columns LONGTEXT NULL CHECK (JSON_VALID(table_columns))""",
 ]
 
 
@@ -97,8 +103,16 @@ def _trigger_body(op: str, shadow: str, columns: list[str], keys: list[str]) -> 
         END IF;"""
 
 
-def table_statements(table: TableName, columns: list[str], keys: list[str]) -> list[str]:
-    """Shadow table, registry row and the three triggers of one table (idempotent)."""
+def _json_array(names: list[str] | None) -> str:
+    return "NULL" if names is None else f"JSON_ARRAY({', '.join(my_string(n) for n in names)})"
+
+
+def table_statements(table: TableName, columns: list[str], keys: list[str],
+                     table_columns: list[str] | None = None) -> list[str]:
+    """Shadow table, registry row and the three triggers of one table (idempotent).
+
+    ``columns`` are the columns the triggers capture; ``table_columns`` all the table's columns
+    now, when known (read from the server), so that the export can tell an added column."""
     if not columns:
         raise ValueError(f"{table.qualified}: the MariaDB DDL needs the table's columns")
     if not keys:
@@ -125,9 +139,10 @@ def table_statements(table: TableName, columns: list[str], keys: list[str]) -> l
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 WITH SYSTEM VERSIONING""",
         # The exporter looks up the rest of a batch's transactions by txn_id past an id.
         f"CREATE INDEX IF NOT EXISTS txn_id_id ON {shadow} (txn_id, id)",
-        f"""REPLACE INTO {S}.`_tables` (source_schema, source_table, shadow_table, key_columns)
+        f"""REPLACE INTO {S}.`_tables` (source_schema, source_table, shadow_table, key_columns,
+                           captured_columns, table_columns)
 VALUES ({my_string(table.schema)}, {my_string(table.table)}, {my_string(table.shadow)},
-        JSON_ARRAY({', '.join(my_string(k) for k in keys)}))""",
+        {_json_array(keys)}, {_json_array(columns)}, {_json_array(table_columns)})""",
     ]
     for op, event in OPS.items():
         trigger = f"{my_ident(table.schema)}.{my_ident(f'{table.shadow}_{op.lower()}')}"
@@ -140,8 +155,9 @@ END""")
     return out
 
 
-def shadow_statements(table: TableName, columns: list[str], keys: list[str]) -> list[str]:
-    return common_statements() + table_statements(table, columns, keys)
+def shadow_statements(table: TableName, columns: list[str], keys: list[str],
+                      table_columns: list[str] | None = None) -> list[str]:
+    return common_statements() + table_statements(table, columns, keys, table_columns)
 
 
 def render_script(statements: list[str]) -> str:
