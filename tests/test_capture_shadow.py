@@ -8,6 +8,7 @@ test_capture_shadow_ack.py.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,27 @@ def test_a_mariadb_alter_table_stops_the_export_naming_the_columns(tmp_path):
     export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
     _, changes = _landed(tmp_path / "s", table)
     assert [r["values"] for r in changes] == [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 3, "w": 8}]
+
+
+def test_a_mariadb_truncate_stops_the_export_until_the_triggers_are_made_again(tmp_path):
+    """A TRUNCATE gives the table a new InnoDB id and keeps its creation time; the export tells
+    it from a rebuild, and stops either way (a rebuild may hide a TRUNCATE)."""
+    my = Dialect("mariadb", fixtures.mariadb())
+    table = TableName(fixtures.unique_schema("truncate"), "items")
+    src = f"{my_ident(table.schema)}.items"
+    conn = my.session()
+    my.run(conn, f"CREATE DATABASE {my_ident(table.schema)}", f"CREATE TABLE {src} (id int PRIMARY KEY, v int)",
+           *ddl_mariadb.shadow_statements(table, ["id", "v"], ["id"]), f"INSERT INTO {src} VALUES (1, 1)")
+    export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    my.run(conn, f"TRUNCATE TABLE {src}", f"INSERT INTO {src} VALUES (2, 2)")
+    with pytest.raises(ShadowTriggersOutOfDate, match=rf"{table.schema}\.items: emptied by TRUNCATE TABLE"):
+        export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    my.run(conn, *ddl_mariadb.shadow_statements(table, ["id", "v"], ["id"]))
+    export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    time.sleep(1.1)  # creation times have whole seconds
+    my.run(conn, f"ALTER TABLE {src} FORCE")
+    with pytest.raises(ShadowTriggersOutOfDate, match=r"items: rebuilt or created again"):
+        export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
+    my.run(conn, *ddl_mariadb.shadow_statements(table, ["id", "v"], ["id"]))
+    conn.close()
+    assert [r["key"] for r in _landed(tmp_path / "s", table)[1]] == [{"id": 1}, {"id": 2}]

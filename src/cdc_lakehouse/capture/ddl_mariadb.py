@@ -32,6 +32,7 @@ DDL is safe whatever the names and whatever the server's SQL mode.
 
 from __future__ import annotations
 
+from .introspect import identity_sql
 from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, my_string
 
 S = my_ident(CAPTURE_SCHEMA)
@@ -51,12 +52,15 @@ _COMMON = [
     key_columns   LONGTEXT NOT NULL CHECK (JSON_VALID(key_columns)),
     PRIMARY KEY (source_schema, source_table)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
-    # MariaDB fires no trigger on ALTER TABLE: the export compares the columns the triggers name
-    # (and the table's columns when they were made, if known) with the table's columns now.
-    # Added here, not in the CREATE, so that a capture schema made before them gains them too.
+    # MariaDB fires no trigger on ALTER TABLE or TRUNCATE: the export compares the columns the
+    # triggers name (and the table's columns then, if known) and the table's InnoDB identity
+    # with the table now (introspect.check_captured_tables). Added here, not in the CREATE, so
+    # that a capture schema made before them gains them too.
     f"""ALTER TABLE {S}.`_tables`
     ADD COLUMN IF NOT EXISTS captured_columns LONGTEXT NULL CHECK (JSON_VALID(captured_columns)),
-    ADD COLUMN IF NOT EXISTS table_columns LONGTEXT NULL CHECK (JSON_VALID(table_columns))""",
+    ADD COLUMN IF NOT EXISTS table_columns LONGTEXT NULL CHECK (JSON_VALID(table_columns)),
+    ADD COLUMN IF NOT EXISTS table_id BIGINT UNSIGNED NULL,
+    ADD COLUMN IF NOT EXISTS table_created DATETIME NULL""",
 ]
 
 
@@ -140,9 +144,10 @@ def table_statements(table: TableName, columns: list[str], keys: list[str],
         # The exporter looks up the rest of a batch's transactions by txn_id past an id.
         f"CREATE INDEX IF NOT EXISTS txn_id_id ON {shadow} (txn_id, id)",
         f"""REPLACE INTO {S}.`_tables` (source_schema, source_table, shadow_table, key_columns,
-                           captured_columns, table_columns)
+                           captured_columns, table_columns, table_id, table_created)
 VALUES ({my_string(table.schema)}, {my_string(table.table)}, {my_string(table.shadow)},
-        {_json_array(keys)}, {_json_array(columns)}, {_json_array(table_columns)})""",
+        {_json_array(keys)}, {_json_array(columns)}, {_json_array(table_columns)},
+        {', '.join(identity_sql(my_string(table.schema), my_string(table.table)))})""",
     ]
     for op, event in OPS.items():
         trigger = f"{my_ident(table.schema)}.{my_ident(f'{table.shadow}_{op.lower()}')}"

@@ -51,57 +51,83 @@ class DefaultRoles:
         return self._cache[key]
 
 
-class ShadowTriggersOutOfDate(ValueError):
-    """Captured tables whose columns changed since their shadow triggers were made.
+def identity_sql(schema: str, table: str) -> tuple[str, str]:
+    """SQL for a table's InnoDB table id and its creation time (``schema`` and ``table`` are SQL
+    expressions: literals or placeholders, each used twice, in that order).
 
-    MariaDB fires no trigger on ALTER TABLE: the triggers keep the column list they were made
-    with, so an added column would go uncaptured and a dropped or renamed one makes every write
-    to the table fail. The export stops before reading anything, so nothing lands half-captured.
+    A TRUNCATE gives the table a new id and keeps its creation time; a rebuild (OPTIMIZE TABLE,
+    a copying ALTER TABLE) or DROP and CREATE change both. InnoDB names a table
+    ``<schema>/<table>``, each part in the server's 'filename' encoding."""
+    part = "CONVERT(CAST(CONVERT({} USING filename) AS BINARY) USING utf8mb3)"
+    name = f"CONCAT({part.format(schema)}, '/', {part.format(table)})"
+    return (f"(SELECT TABLE_ID FROM information_schema.INNODB_SYS_TABLES WHERE NAME = {name})",
+            f"(SELECT CREATE_TIME FROM information_schema.TABLES WHERE TABLE_SCHEMA = {schema} "
+            f"AND TABLE_NAME = {table})")
+
+
+class ShadowTriggersOutOfDate(ValueError):
+    """Captured tables changed in a way their shadow triggers cannot record.
+
+    MariaDB fires no trigger on ALTER TABLE or TRUNCATE: the triggers keep the column list they
+    were made with, so an added column would go uncaptured and a dropped or renamed one makes
+    every write fail; a TRUNCATE empties the table unseen. The export stops before reading
+    anything, so nothing lands half-captured, and says what to do.
     """
 
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__(
-            "MariaDB shadow triggers no longer match their tables (an ALTER TABLE ran since "
-            "`capture shadow-ddl`); nothing was exported:\n" + "\n".join(f"  {p}" for p in problems)
-            + "\nRun `cdc-lakehouse capture shadow-ddl --dsn DSN --table T --apply` for each table, "
-              "then take a snapshot of it (docs/snapshots.md): rows written between the ALTER TABLE "
-              "and the new triggers carry only the old columns.")
+            "MariaDB captured tables changed by DDL that their shadow triggers cannot record (MariaDB "
+            "fires no trigger on ALTER TABLE or TRUNCATE); nothing was exported:\n"
+            + "\n".join(f"  {p}" for p in problems)
+            + "\nRun `cdc-lakehouse capture shadow-ddl --dsn DSN --table T --apply` for each table, export, "
+              "then take a snapshot of it (docs/snapshots.md): its corrections add what the triggers "
+              "missed (new columns) and delete what a TRUNCATE removed.")
 
 
-def check_captured_columns(cur, capture_schema: str) -> None:
-    """Raise :class:`ShadowTriggersOutOfDate` if a captured table's columns drifted.
-
-    Compares each table's columns now with the columns its triggers capture (a missing one was
-    dropped or renamed) and, where ``shadow-ddl`` read them from the server, with the columns
-    the table had then (a new one was added). Registries from before these columns: no check."""
+def check_captured_tables(cur, capture_schema: str) -> None:
+    """Raise :class:`ShadowTriggersOutOfDate` if a captured table changed unseen since
+    ``shadow-ddl``: its columns (a captured one is missing: dropped or renamed; one is new, where
+    ``shadow-ddl`` read the table's columns from the server) or its identity (a new InnoDB id:
+    emptied by TRUNCATE, or rebuilt). Registries from before these records: not checked."""
     cur.execute(f"SELECT * FROM {my_ident(capture_schema)}.`_tables` ORDER BY source_schema, source_table")
     names = [d[0] for d in cur.description]
-    if "captured_columns" not in names:
+    if "table_id" not in names:
         return
-    problems = []
-    for row in cur.fetchall():
-        entry = dict(zip(names, row))
-        table = TableName(entry["source_schema"], entry["source_table"])
-        problem = _drift(cur, table, _names(entry["captured_columns"]), _names(entry["table_columns"]))
-        if problem:
-            problems.append(problem)
+    problems = [p for row in cur.fetchall() if (p := _problem(cur, dict(zip(names, row))))]
     if problems:
         raise ShadowTriggersOutOfDate(problems)
+
+
+def _problem(cur, entry: dict) -> str | None:
+    table = TableName(entry["source_schema"], entry["source_table"])
+    cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table.schema, table.table))
+    now = [r[0] for r in cur.fetchall()]
+    if not now:  # a dropped table takes its triggers with it
+        return None
+    parts = _column_drift(now, _names(entry["captured_columns"]), _names(entry["table_columns"]))
+    if entry["table_id"] is not None:
+        cur.execute("SELECT " + ", ".join(identity_sql("%s", "%s")), (table.schema, table.table) * 2)
+        parts += _recreation((entry["table_id"], entry["table_created"]), cur.fetchone())
+    return f"{table.qualified}: {'; '.join(parts)}" if parts else None
 
 
 def _names(text: str | None) -> list[str] | None:
     return None if text is None else list(json.loads(text))
 
 
-def _drift(cur, table: TableName, captured: list[str] | None, known: list[str] | None) -> str | None:
-    cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table.schema, table.table))
-    now = [r[0] for r in cur.fetchall()]
-    if not now or captured is None:  # a dropped table takes its triggers with it
-        return None
-    gone = [c for c in captured if c not in now]
+def _column_drift(now: list[str], captured: list[str] | None, known: list[str] | None) -> list[str]:
+    gone = [c for c in captured or [] if c not in now]
     added = [c for c in now if known is not None and c not in known]
-    parts = ([f"added {', '.join(added)} (not captured)"] if added else []) + (
-        [f"dropped or renamed {', '.join(gone)} (its triggers fail every write)"] if gone else [])
-    return f"{table.qualified}: columns {'; '.join(parts)}" if parts else None
+    return ([f"columns added {', '.join(added)} (not captured)"] if added else []) + (
+        [f"columns dropped or renamed {', '.join(gone)} (its triggers fail every write)"] if gone else [])
+
+
+def _recreation(recorded: tuple, now: tuple) -> list[str]:
+    if tuple(now) == tuple(recorded):
+        return []
+    if now[1] == recorded[1]:
+        return ["emptied by TRUNCATE TABLE (not captured)"]
+    return ["rebuilt or created again (OPTIMIZE TABLE, a copying ALTER TABLE, or DROP and CREATE TABLE): "
+            "a TRUNCATE would not show"]

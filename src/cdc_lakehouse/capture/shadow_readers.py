@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from cdc_lakehouse.contract.landing import iso_utc
 from cdc_lakehouse.contract.lines import change_row, transaction_row
-from .introspect import check_captured_columns
+from .introspect import check_captured_tables
 from .sqlquote import CAPTURE_SCHEMA, TableName, my_ident, pg_ident
 
 Ranges = dict[str, list[list[int]]]  # shadow table -> sorted, disjoint [first id, last id]
@@ -157,7 +157,7 @@ class MariaDBShadowReader:
         batch = Batch()
         firsts: dict[int, tuple] = {}  # txn -> (op_seq, user, client, last op time)
         with self.conn.cursor() as cur:
-            check_captured_columns(cur, CAPTURE_SCHEMA)
+            check_captured_tables(cur, CAPTURE_SCHEMA)
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
             try:
                 cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
