@@ -7,7 +7,7 @@ databrickslabs/dlt-meta, one flow per replicated source table, plus one extensio
 Flow kinds (``DataFlow.kind``): a flow with ``cdc_lakehouse:`` is a change-stream flow (``binlog``
 or ``shadow`` capture, transactions, coherent gold). A plain dlt-meta flow without it is either a
 ``cdc_feed`` (``source_format: cloudFiles``: rows with an operation and a sequence column, applied
-with AUTO CDC) or a ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of
+with AUTO CDC, or, without ``silver_cdc_apply_changes``, appended to a plain silver table) or a ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of
 successive full loads). dlt-meta keys that would not change the results are dropped with a
 warning (``Onboarding.warnings``); keys that would and that a flow kind cannot honour are errors.
 
