@@ -25,12 +25,12 @@ def replica_tables(flow) -> None:
 
 
 def define_feed(flow) -> None:
-    view = f"dlt_meta_{flow.data_flow_id}_changes"
+    view = f"dlt_meta_{flow.data_flow_id}_transformed"
     shape = dlt_meta.transformation(flow)  # read here: a bad file fails the update at once
     rules = dlt_meta.expectations(flow, "silver")
 
-    @dp.temporary_view(name=view, comment=f"Changes of the dlt-meta flow {flow.data_flow_id}, transformed.")
-    def changes():
+    @dp.temporary_view(name=view, comment=f"Bronze rows of the dlt-meta flow {flow.data_flow_id}, transformed.")
+    def transformed():
         return shape.apply(spark.readStream.table(flow.bronze_target))
 
     if flow.silver_cdc_apply_changes is None:
@@ -45,7 +45,7 @@ def define_feed(flow) -> None:
 
 def define_replicas(flow, view: str, rules: dlt_meta.Expectations) -> None:
     """AUTO CDC of the changes that pass the silver rules (and silver_cdc_apply_changes.where)."""
-    checked = f"{view}_checked"
+    checked = f"dlt_meta_{flow.data_flow_id}_changes"
     cdc = flow.silver_cdc_apply_changes
 
     def passing():

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
@@ -688,7 +688,10 @@ def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
         update={**appends, **_relative_to(flow, flow_keys, folder)})
 
 
-def _details_from(model: Any, keys: list[str], folder: Path) -> Any:
+_Sourced = TypeVar("_Sourced", "DataFlow", "AppendFlow")
+
+
+def _details_from(model: _Sourced, keys: list[str], folder: Path) -> _Sourced:
     """``model`` (a flow or an append flow) with the ``keys`` of its source_details relative to ``folder``."""
     details = model.source_details
     return model.model_copy(update={"source_details": details.model_copy(update=_relative_to(details, keys, folder))})
