@@ -22,11 +22,8 @@ def define_feed(flow) -> None:
         details = flow.source_details
         return dlt_meta.cloud_files(spark, flow.source_path, flow.bronze_reader_options, schema, details.source_metadata)
 
-    def rows():
-        return spark.readStream.table(view)
-
     dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
-             table_properties=properties)(rules.decorate(dp, rows))
+             table_properties=properties)(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
     dlt_meta.define_quarantine(dp, spark, flow, "bronze", view, rules)
     dlt_meta.define_append_flows(dp, spark, flow, "bronze", flow.bronze_target)
 

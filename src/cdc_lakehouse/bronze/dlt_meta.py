@@ -4,6 +4,9 @@ loads of a snapshot flow (``<source_path><version>.<format>``).
 
 They are read when the pipeline defines its tables, so a bad file stops the update at once with
 the flow and the file named, as ``source_schema_path`` of change-stream flows does.
+
+Also what the bronze and silver pipeline files of dlt-meta flows share: Auto Loader reads with
+dlt-meta's metadata columns, quarantine tables and append flows (``dp`` passed in).
 """
 
 from __future__ import annotations
