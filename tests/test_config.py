@@ -19,6 +19,7 @@ from cdc_lakehouse.config import (  # noqa: E402
     load_onboarding,
     parse_onboarding,
 )
+from cdc_lakehouse.config.onboarding import SourceMetadata  # noqa: E402
 
 DEMO = ROOT / "conf" / "onboarding.yml"
 DELETE = object()
@@ -484,6 +485,14 @@ def _apply(flow, changes):
     return flow
 
 
+def append_flow(**changes):
+    """A dlt-meta append flow of more files, as dlt-meta's integration tests write one."""
+    flow = {"name": "more_stores", "create_streaming_table": False, "source_format": "cloudFiles",
+            "source_details": {"source_path_dev": "more/stores", "source_schema_path": "stores.ddl"},
+            "reader_options": {"cloudFiles.format": "json"}, "once": False}
+    return {**flow, **changes}
+
+
 def test_a_plain_dlt_meta_cloudfiles_flow_is_a_cdc_feed(tmp_path):
     onboarding = load_onboarding(write(tmp_path, [make_flow(), make_feed_flow()]))
     feed = onboarding.flow(301)
@@ -507,7 +516,6 @@ def test_a_snapshot_flow(tmp_path):
 
 
 DLT_META_ERRORS = {
-    "feed without apply changes": (make_feed_flow(**{CDC: DELETE}), f"{CDC}: required key is missing"),
     "feed without a source path": (
         make_feed_flow(source_details__source_path_dev=DELETE), "source_details.source_path_<env>: required"),
     "feed in an unknown format": (
@@ -522,10 +530,25 @@ DLT_META_ERRORS = {
     "snapshot with expectations": (
         make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
         "bronze_data_quality_expectations_json: not supported for a snapshot flow"),
-    "append flows add rows": (make_feed_flow(bronze_append_flows=[{"name": "x"}]),
-                              "bronze_append_flows: dlt-meta key not supported by cdc-lakehouse"),
-    "metadata columns": (make_feed_flow(source_details__source_metadata={"include_autoloader_metadata_column": "True"}),
-                         "source_details.source_metadata: dlt-meta key not supported by cdc-lakehouse"),
+    "kafka append flow": (make_feed_flow(bronze_append_flows=[append_flow(source_format="kafka")]),
+                          "bronze_append_flows[0].source_format: kafka append flows are not supported by "
+                          "cdc-lakehouse: its pipelines read files and tables (use cloudFiles or delta)"),
+    "append flow without its path": (
+        make_feed_flow(bronze_append_flows=[append_flow(source_details={"source_path_prod": "x"})]),
+        "bronze_append_flows[0].source_details.source_path_<env>: required key is missing"),
+    "delta append flow without a table": (
+        make_feed_flow(**{CDC: DELETE}, silver_append_flows=[append_flow(source_format="delta")]),
+        "silver_append_flows[0].source_details: a delta append flow needs source_database and source_table"),
+    "silver append flow into replicas": (
+        make_feed_flow(silver_append_flows=[append_flow()]),
+        f"silver_append_flows: not supported with {CDC} (rows appended to the replicas would bypass"),
+    "append flow creating the table": (make_feed_flow(bronze_append_flows=[append_flow(create_streaming_table=True)]),
+                                       "bronze_append_flows[0].create_streaming_table: must be false"),
+    "snapshot with append flows": (make_snapshot_flow(bronze_append_flows=[append_flow()]),
+                                   "bronze_append_flows: not supported for a snapshot flow"),
+    "change stream with metadata columns": (
+        make_flow(source_details__source_metadata={"include_autoloader_metadata_column": "True"}),
+        "source_details.source_metadata: not supported for a shadow flow"),
     "change stream with a transformation": (
         make_flow(silver_transformation_json_dev="t.json"),
         "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
@@ -544,6 +567,32 @@ def test_dlt_meta_flow_errors(tmp_path, flow, expected):
     assert expected in error_of(tmp_path, [flow])
 
 
+def test_a_feed_with_metadata_columns_append_flows_and_no_apply_changes(tmp_path):
+    metadata = {"include_autoloader_metadata_column": "True", "select_metadata_cols": {"file": "_metadata.file_name"}}
+    delta = append_flow(name="old_stores", source_format="delta",
+                        source_details={"source_database": "main.bronze_dev", "source_table": "old_stores"})
+    flow = load_onboarding(write(tmp_path, [make_feed_flow(**{CDC: DELETE}, source_details__source_metadata=metadata,
+                                                           bronze_append_flows=[append_flow()],
+                                                           silver_append_flows=[delta])])).flow(301)
+    assert flow.kind == "cdc_feed" and flow.scd2_target is None
+    assert flow.source_details.source_metadata == SourceMetadata(
+        include_autoloader_metadata_column=True, select_metadata_cols={"file": "_metadata.file_name"})
+    [more] = flow.append_flows("bronze")
+    assert (more.name, more.source_format, more.once) == ("more_stores", "cloudFiles", False)
+    # source_path_dev resolved for the env, both paths taken relative to the onboarding file
+    assert more.source_details.source_path == str(tmp_path / "more" / "stores")
+    assert more.source_details.source_schema_path == str(tmp_path / "stores.ddl")
+    [old] = flow.append_flows("silver")
+    assert old.source_details.table == "main.bronze_dev.old_stores"
+
+
+def test_a_silver_quarantine_table(tmp_path):
+    flow = load_onboarding(write(tmp_path, [make_feed_flow(silver_quarantine_table="stores_q")])).flow(301)
+    assert flow.silver_quarantine_target == "silver_dev.stores_q"
+    named = make_feed_flow(silver_quarantine_table="stores_q", silver_database_quarantine_dev="main.quarantine")
+    assert load_onboarding(write(tmp_path, [named])).flow(301).silver_quarantine_target == "main.quarantine.stores_q"
+
+
 def test_two_dlt_meta_flows_writing_one_table(tmp_path):
     message = error_of(tmp_path, [make_feed_flow(), make_snapshot_flow(bronze_database_dev="bronze_dev")])
     assert "flow #2 (data_flow_id=302): table bronze_dev.stores is also written by flow #1" in message
@@ -551,7 +600,7 @@ def test_two_dlt_meta_flows_writing_one_table(tmp_path):
 
 def test_dlt_meta_keys_that_do_not_change_results_are_warnings(tmp_path):
     layout = {"bronze_table_path_dev": "/x", "bronze_table_path_prod": "/y", "silver_cluster_by": ["store_id"],
-              "bronze_quarantine_table_cluster_by": ["store_id"], "silver_quarantine_table": "q"}
+              "bronze_quarantine_table_cluster_by": ["store_id"], "silver_quarantine_table_comment": "q"}
     onboarding = load_onboarding(write(tmp_path, [make_feed_flow(**layout), make_feed_flow("302", "products", **layout)]))
     assert len(onboarding.dlt_meta_flows) == 2
     where = str(tmp_path / "onboarding.yml")

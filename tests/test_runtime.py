@@ -278,6 +278,23 @@ def test_flows_read_datasets_with_spark_read_table_and_spark_table(spark, tmp_pa
     assert DeltaRsStore(spark, lake).read("gold.even_total").first()[0] == 2
 
 
+def test_a_flow_streams_a_lake_table_no_pipeline_defines(spark, tmp_path):
+    """A source table (a Unity Catalog table on Databricks, e.g. a dlt-meta delta append flow's),
+    catalog included in its name: its rows are read once."""
+    pipeline = tmp_path / "source.py"
+    pipeline.write_text(
+        "from pyspark import pipelines as dp\n"
+        "@dp.table(name='bronze.items')\n"
+        "def items():\n    return spark.readStream.table('main.src.items')\n"
+    )
+    lake = tmp_path / "lake"
+    store = DeltaRsStore(spark, lake)
+    store.overwrite("src.items", spark.range(3))
+    for _ in range(2):  # the second update finds the table as read: nothing more
+        run_pipeline(spark, [str(pipeline)], lake)
+    assert sorted(r.id for r in store.read("bronze.items").collect()) == [0, 1, 2]
+
+
 def test_full_refresh_keeps_tables_that_forbid_reset(spark, tmp_path, landing):
     pipeline = tmp_path / "raw.py"
     pipeline.write_text(
@@ -359,7 +376,7 @@ def test_rescued_data_column_matches_columns_by_name_and_keeps_what_does_not_fit
     (AWS DMS full loads have no Op column), values that do not fit and unknown columns are kept."""
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from cdc_lakehouse.runtime.file_source import read_files
+    from cdc_lakehouse.runtime.file_source import empty_frame, read_files
 
     path = tmp_path / "LOAD00000001.csv"
     path.write_text("id,name,extra\n1,tea,x\nzz,mate,y\n")
@@ -369,3 +386,6 @@ def test_rescued_data_column_matches_columns_by_name_and_keeps_what_does_not_fit
     rows = read_files(spark, [str(path)], "csv", options, schema)
     expected = [(None, 1, "tea", '{"extra":"x"}'), (None, None, "mate", '{"id":"zz","extra":"y"}')]
     assertDataFrameEqual(rows, spark.createDataFrame(expected, "Op STRING, id INT, name STRING, _rescued_data STRING"))
+    # A batch with no new file has the same columns, and the files' hidden _metadata column too.
+    empty = empty_frame(spark, "csv", options, schema)
+    assert empty.columns == rows.columns and empty.select("_metadata.file_name").isEmpty()

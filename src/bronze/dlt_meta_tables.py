@@ -1,6 +1,7 @@
 # Bronze of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): a cdc_feed flow's files as
-# they land (Auto Loader with the flow's reader options and schema, dlt-meta's expectations and
-# quarantine table); a snapshot flow's successive full loads applied with AUTO CDC FROM SNAPSHOT.
+# they land (Auto Loader with the flow's reader options and schema, dlt-meta's metadata columns,
+# expectations and quarantine table), and its append flows' rows; a snapshot flow's successive
+# full loads applied with AUTO CDC FROM SNAPSHOT.
 # Separate from the change-stream bronze (landing_tables.py): per-table feeds, no transactions.
 from pyspark import pipelines as dp
 
@@ -18,31 +19,13 @@ def define_feed(flow) -> None:
 
     @dp.temporary_view(name=view, comment=f"Files of the dlt-meta flow {flow.data_flow_id} at {flow.source_path}.")
     def files():
-        reader = spark.readStream.format("cloudFiles").options(**flow.bronze_reader_options)
-        return (reader.schema(schema) if schema is not None else reader).load(flow.source_path)
-
-    def rows():
-        return spark.readStream.table(view)
+        details = flow.source_details
+        return dlt_meta.cloud_files(spark, flow.source_path, flow.bronze_reader_options, schema, details.source_metadata)
 
     dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
-             table_properties=properties)(rules.decorate(dp, rows))
-    if rules.expect_or_quarantine:
-        define_quarantine(flow, view, rules)
-
-
-def define_quarantine(flow, view: str, rules: dlt_meta.Expectations) -> None:
-    """dlt-meta's quarantine table: the rows its expect_or_quarantine rules hold for."""
-    if flow.bronze_quarantine_target is None:
-        raise dlt_meta.DltMetaFileError(
-            f"flow {flow.data_flow_id}: bronze_data_quality_expectations_json has expect_or_quarantine rules "
-            "but the flow names no bronze_quarantine_table")
-
-    def quarantined():
-        return spark.readStream.table(view)
-
-    properties = {**flow.bronze_quarantine_table_properties, "quality": "bronze"}
-    dp.table(name=flow.bronze_quarantine_target, comment=f"Quarantined rows of the dlt-meta flow {flow.data_flow_id}.",
-             table_properties=properties)(dp.expect_all_or_drop(rules.expect_or_quarantine)(quarantined))
+             table_properties=properties)(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
+    dlt_meta.define_quarantine(dp, spark, flow, "bronze", view, rules)
+    dlt_meta.define_append_flows(dp, spark, flow, "bronze", flow.bronze_target)
 
 
 def define_snapshot(flow) -> None:
@@ -57,8 +40,7 @@ def snapshot_source(flow):
     if flow.source_details.snapshot_format != "delta":
         return dlt_meta.next_snapshot(spark, flow)
     view = f"dlt_meta_{flow.data_flow_id}_source"
-    details = flow.source_details
-    table = ".".join(p for p in (details.source_catalog, details.source_database, details.source_table) if p)
+    table = flow.source_details.table
 
     @dp.temporary_view(name=view, comment=f"The source table {table} of the dlt-meta flow {flow.data_flow_id}.")
     def source():

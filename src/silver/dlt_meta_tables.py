@@ -1,7 +1,9 @@
 # Silver of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): the bronze rows, through the
 # flow's silver_transformation_json and expectations, applied to the replicas with AUTO CDC
-# (cdc_feed) or AUTO CDC FROM SNAPSHOT (snapshot). As for change-stream flows, silver_table is the
-# current state (SCD1); scd_type 2 adds the history table <silver_table>_history.
+# (cdc_feed with silver_cdc_apply_changes) or AUTO CDC FROM SNAPSHOT (snapshot), or appended to a
+# plain table (cdc_feed without it); beside them dlt-meta's silver quarantine table and append
+# flows. As for change-stream flows, silver_table is the current state (SCD1); scd_type 2 adds
+# the history table <silver_table>_history.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta
@@ -10,39 +12,53 @@ from cdc_lakehouse.settings import PipelineSettings
 settings = PipelineSettings.from_spark(spark)
 
 
-def with_expectations(func, rules: dlt_meta.Expectations):
-    if rules.expect_or_quarantine:  # rows leaving silver unseen would change the replicas
-        raise dlt_meta.DltMetaFileError(
-            "silver_data_quality_expectations_json: expect_or_quarantine is a bronze rule in cdc-lakehouse")
-    return rules.decorate(dp, func)
+def table_properties(flow) -> dict:
+    return {**flow.silver_table_properties, "quality": "silver"}
 
 
 def replica_tables(flow) -> None:
     comment = f"Current state of the dlt-meta flow {flow.data_flow_id}."
-    dp.create_streaming_table(flow.silver_target, comment=comment,
-                              table_properties={**flow.silver_table_properties, "quality": "silver"})
+    dp.create_streaming_table(flow.silver_target, comment=comment, table_properties=table_properties(flow))
     if flow.scd2_target:
         dp.create_streaming_table(flow.scd2_target, comment=f"History (SCD2) of the dlt-meta flow {flow.data_flow_id}.",
                                   table_properties={"quality": "silver"})
 
 
 def define_feed(flow) -> None:
-    view = f"dlt_meta_{flow.data_flow_id}_changes"
+    view = f"dlt_meta_{flow.data_flow_id}_transformed"
     shape = dlt_meta.transformation(flow)  # read here: a bad file fails the update at once
     rules = dlt_meta.expectations(flow, "silver")
+
+    @dp.temporary_view(name=view, comment=f"Bronze rows of the dlt-meta flow {flow.data_flow_id}, transformed.")
+    def transformed():
+        return shape.apply(spark.readStream.table(flow.bronze_target))
+
+    if flow.silver_cdc_apply_changes is None:
+        dp.table(name=flow.silver_target, comment=f"Rows of the dlt-meta flow {flow.data_flow_id}, transformed.",
+                 table_properties=table_properties(flow))(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
+    else:
+        define_replicas(flow, view, rules)
+    # Both read the changes as transformed: the silver rules filter neither, as in dlt-meta.
+    dlt_meta.define_quarantine(dp, spark, flow, "silver", view, rules)
+    dlt_meta.define_append_flows(dp, spark, flow, "silver", flow.silver_target)
+
+
+def define_replicas(flow, view: str, rules: dlt_meta.Expectations) -> None:
+    """AUTO CDC of the changes that pass the silver rules (and silver_cdc_apply_changes.where)."""
+    checked = f"dlt_meta_{flow.data_flow_id}_changes"
     cdc = flow.silver_cdc_apply_changes
 
-    def changes():
-        df = shape.apply(spark.readStream.table(flow.bronze_target))
+    def passing():
+        df = spark.readStream.table(view)
         return df.where(cdc.where) if cdc.where else df
 
-    dp.temporary_view(name=view, comment=f"Changes of the dlt-meta flow {flow.data_flow_id}, transformed.")(
-        with_expectations(changes, rules))
+    dp.temporary_view(name=checked, comment=f"Changes of the dlt-meta flow {flow.data_flow_id} that pass its rules.")(
+        rules.decorate(dp, passing))
     replica_tables(flow)
-    dp.create_auto_cdc_flow(target=flow.silver_target, source=view, name=cdc.flow_name, once=cdc.once,
+    dp.create_auto_cdc_flow(target=flow.silver_target, source=checked, name=cdc.flow_name, once=cdc.once,
                             **flow.apply_changes_args(1))
     if flow.scd2_target:
-        dp.create_auto_cdc_flow(target=flow.scd2_target, source=view, once=cdc.once, **flow.apply_changes_args(2))
+        dp.create_auto_cdc_flow(target=flow.scd2_target, source=checked, once=cdc.once, **flow.apply_changes_args(2))
 
 
 def define_snapshot(flow) -> None:

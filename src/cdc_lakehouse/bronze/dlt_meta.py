@@ -4,6 +4,9 @@ loads of a snapshot flow (``<source_path><version>.<format>``).
 
 They are read when the pipeline defines its tables, so a bad file stops the update at once with
 the flow and the file named, as ``source_schema_path`` of change-stream flows does.
+
+Also what the bronze and silver pipeline files of dlt-meta flows share: Auto Loader reads with
+dlt-meta's metadata columns, quarantine tables and append flows (``dp`` passed in).
 """
 
 from __future__ import annotations
@@ -16,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from cdc_lakehouse.config import DataFlow
-from cdc_lakehouse.config.onboarding import reader_format
+from cdc_lakehouse.config.onboarding import AppendFlow, SourceMetadata, reader_format
 
 # dlt-meta's expectation kinds -> the dp decorator each becomes (expect_or_quarantine: a table).
 EXPECTATION_KINDS = ("expect", "expect_or_drop", "expect_or_fail", "expect_or_quarantine")
+# dlt-meta reads these as the kind they name; when a file has both, the kind's own name wins.
+EXPECTATION_ALIASES = {"expect_all": "expect", "expect_all_or_drop": "expect_or_drop",
+                       "expect_all_or_fail": "expect_or_fail"}
 
 
 class DltMetaFileError(ValueError):
@@ -78,9 +85,11 @@ def source_schema(flow: DataFlow) -> StructType | None:
     """The flow's ``source_schema_path`` as a schema (dlt-meta's DDL, ``a INT, b STRING`` or
     ``a: int, b: string``); None without one."""
     path = flow.source_details.source_schema_path
-    if not path:
-        return None
-    where = _where(flow, "source_schema_path", path)
+    return schema_file(path, _where(flow, "source_schema_path", path)) if path else None
+
+
+def schema_file(path: str, where: str) -> StructType:
+    """The Spark DDL schema in the file at ``path`` (``where`` names it in errors)."""
     try:
         ddl = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -104,14 +113,15 @@ def expectations(flow: DataFlow, layer: str) -> Expectations:
     data = _read_json(path, where)
     if not isinstance(data, dict):
         raise DltMetaFileError(f"{where}: must be a JSON object of {', '.join(EXPECTATION_KINDS)}")
-    unknown = sorted(set(data) - set(EXPECTATION_KINDS))
+    unknown = sorted(set(data) - set(EXPECTATION_KINDS) - set(EXPECTATION_ALIASES))
     if unknown:
         raise DltMetaFileError(f"{where}: unknown expectation kind {', '.join(unknown)} "
-                               f"(dlt-meta has {', '.join(EXPECTATION_KINDS)})")
+                               f"(dlt-meta has {', '.join(EXPECTATION_KINDS + tuple(EXPECTATION_ALIASES))})")
     for kind, rules in data.items():
         if not isinstance(rules, dict) or not all(isinstance(v, str) for v in rules.values()):
             raise DltMetaFileError(f"{where}: {kind} must map rule names to SQL conditions")
-    return Expectations(**data)
+    aliased = {kind: data[alias] for alias, kind in EXPECTATION_ALIASES.items() if alias in data}
+    return Expectations(**{**aliased, **{kind: data[kind] for kind in EXPECTATION_KINDS if kind in data}})
 
 
 def transformation(flow: DataFlow) -> Transformation:
@@ -134,6 +144,69 @@ def transformation(flow: DataFlow) -> Transformation:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise DltMetaFileError(f"{where}: {name} must be a list of SQL strings")
     return Transformation(select_exp, where_clause)
+
+
+def with_metadata(df: DataFrame, metadata: SourceMetadata | None) -> DataFrame:
+    """dlt-meta's ``source_metadata`` (PipelineReaders.add_cloudfiles_metadata): the picked
+    ``_metadata`` fields as columns, and the whole struct as a column when asked for."""
+    if metadata is None:
+        return df
+    if "_metadata" not in df.columns:  # a hidden column of the file source; some batches show it
+        df = df.select("*", "_metadata")
+    for name, source in metadata.select_metadata_cols.items():
+        df = df.withColumn(name, F.col(source))
+    if metadata.include_autoloader_metadata_column:
+        return df.withColumnRenamed("_metadata", metadata.autoloader_metadata_col_name)
+    return df.drop("_metadata")
+
+
+def cloud_files(spark: SparkSession, path: str, options: dict[str, str], schema: StructType | None,
+                metadata: SourceMetadata | None) -> DataFrame:
+    """A stream of the files at ``path`` (Auto Loader), with dlt-meta's metadata columns."""
+    reader = spark.readStream.format("cloudFiles").options(**options)
+    return with_metadata((reader.schema(schema) if schema is not None else reader).load(path), metadata)
+
+
+def define_append_flows(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, target: str) -> None:
+    """dlt-meta's ``<layer>_append_flows`` (AppendFlowWriter): each source read by a view
+    ``<name>_view``, appended to ``target`` as it is (the table's expectations are its own
+    query's: appended rows are not checked, nor quarantined)."""
+    for append in flow.append_flows(layer):
+        view = f"{append.name}_view"
+        dp.temporary_view(name=view, comment=f"append flow input dataset view for {view}")(
+            _append_source(spark, flow, layer, append))
+        comment = append.comment or f"append_flow={append.name} for target={target}"
+        dp.append_flow(name=append.name, target=target, once=append.once, comment=comment,
+                       spark_conf=dict(append.spark_conf) or None)(stream_of(spark, view))
+
+
+def define_quarantine(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str,
+                      rules: Expectations) -> None:
+    """dlt-meta's quarantine table of a layer (write_layer_with_dqe): the rows of ``view`` its
+    expect_or_quarantine rules hold for, beside the layer's table (which they do not filter)."""
+    if not rules.expect_or_quarantine:
+        return
+    target = getattr(flow, f"{layer}_quarantine_target")
+    if target is None:
+        raise DltMetaFileError(f"flow {flow.data_flow_id}: {layer}_data_quality_expectations_json has "
+                               f"expect_or_quarantine rules but the flow names no {layer}_quarantine_table")
+    properties = {**getattr(flow, f"{layer}_quarantine_table_properties"), "quality": layer}
+    dp.table(name=target, comment=f"Quarantined rows of the dlt-meta flow {flow.data_flow_id}.",
+             table_properties=properties)(dp.expect_all_or_drop(rules.expect_or_quarantine)(stream_of(spark, view)))
+
+
+def _append_source(spark: SparkSession, flow: DataFlow, layer: str, append: AppendFlow) -> Callable[[], DataFrame]:
+    details = append.source_details
+    if append.source_format == "delta":
+        return lambda: spark.readStream.options(**append.reader_options).table(details.table)
+    path = details.source_schema_path
+    where = f"flow {flow.data_flow_id}: {layer}_append_flows {append.name}: source_schema_path {path}"
+    schema = schema_file(path, where) if path else None  # read here: a bad file fails the update at once
+    return lambda: cloud_files(spark, str(details.source_path), append.reader_options, schema, details.source_metadata)
+
+
+def stream_of(spark: SparkSession, name: str) -> Callable[[], DataFrame]:
+    return lambda: spark.readStream.table(name)
 
 
 def snapshot_path(flow: DataFlow, version: int) -> str:

@@ -7,7 +7,7 @@ databrickslabs/dlt-meta, one flow per replicated source table, plus one extensio
 Flow kinds (``DataFlow.kind``): a flow with ``cdc_lakehouse:`` is a change-stream flow (``binlog``
 or ``shadow`` capture, transactions, coherent gold). A plain dlt-meta flow without it is either a
 ``cdc_feed`` (``source_format: cloudFiles``: rows with an operation and a sequence column, applied
-with AUTO CDC) or a ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of
+with AUTO CDC, or, without ``silver_cdc_apply_changes``, appended to a plain silver table) or a ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of
 successive full loads). dlt-meta keys that would not change the results are dropped with a
 warning (``Onboarding.warnings``); keys that would and that a flow kind cannot honour are errors.
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
@@ -81,17 +81,13 @@ UNSUPPORTED_KEYS = {
     "bronze_cdc_apply_changes": "bronze keeps the raw landing data; changes are applied in silver",
     "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
     "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
-    "bronze_append_flows": "a flow reads exactly one landing location",
-    "silver_append_flows": "a flow reads exactly one landing location",
     "bronze_sinks": "gold tables are the outputs",
     "silver_sinks": "gold tables are the outputs",
-    "source_metadata": "it adds Auto Loader metadata columns, which bronze does not keep",
     "bronze_custom_transform_func": "transformations are silver_transformation_json select/where",
 }
 
 _LAYOUT = "a storage layout setting; the rows are the same without it"
 _PATH = "tables are managed by the pipeline, in its catalog storage"
-_SILVER_QUARANTINE = "silver has no quarantine table (expect_or_quarantine is a bronze rule)"
 # dlt-meta keys that do not change what the tables hold: dropped with a warning, so a dlt-meta
 # file loads, but never silently.
 IGNORED_KEYS = {
@@ -108,14 +104,10 @@ IGNORED_KEYS = {
     "silver_cluster_by": _LAYOUT,
     "silver_table_cluster_by": _LAYOUT,
     "silver_quarantine_table_cluster_by": _LAYOUT,
-    "silver_catalog_quarantine": _SILVER_QUARANTINE,
-    "silver_database_quarantine": _SILVER_QUARANTINE,
-    "silver_quarantine_table": _SILVER_QUARANTINE,
-    "silver_quarantine_table_comment": _SILVER_QUARANTINE,
-    "silver_quarantine_table_properties": _SILVER_QUARANTINE,
     "bronze_table_comment": "a table comment; the rows are the same without it",
     "silver_table_comment": "a table comment; the rows are the same without it",
     "bronze_quarantine_table_comment": "a table comment; the rows are the same without it",
+    "silver_quarantine_table_comment": "a table comment; the rows are the same without it",
 }
 
 # Keys a change-stream (binlog/shadow) flow does not use: its bronze tables are per source, read
@@ -130,6 +122,8 @@ CHANGE_STREAM_IGNORED = {
     "silver_database": "its silver tables are in the pipeline's silver schema (cdc_lakehouse.silver_schema)",
     "source_details.source_path": "its landing folder is <landing>/<source>/<capture>/ (DataFlow.landing_path)",
     "source_details.source_catalog": "its source is named by cdc_lakehouse.source",
+    **dict.fromkeys(("silver_catalog_quarantine", "silver_database_quarantine", "silver_quarantine_table",
+                     "silver_quarantine_table_properties"), "it has no silver quarantine table"),
 }
 # ... and keys that would change its results, which it cannot honour: errors.
 CHANGE_STREAM_UNSUPPORTED = {
@@ -140,6 +134,9 @@ CHANGE_STREAM_UNSUPPORTED = {
     "bronze_quarantine_table_properties": "bronze quarantine tables are the contract's (docs/bronze.md)",
     "silver_transformation_json": "use cdc_lakehouse.column_filters",
     "silver_data_quality_expectations_json": "bad values become anomalies (docs/onboarding.md)",
+    "bronze_append_flows": "its bronze reads its landing folder only",
+    "silver_append_flows": "its replicas hold the source table's rows only",
+    "source_details.source_metadata": "its bronze keeps the contract's file columns (docs/bronze.md)",
 }
 
 _ENV_NAME = re.compile(r"^[A-Za-z0-9]+$")
@@ -206,6 +203,16 @@ class _Strict(BaseModel):
 # --- models ------------------------------------------------------------------------------------
 
 
+class SourceMetadata(_Strict):
+    """dlt-meta ``source_details.source_metadata``: what of Auto Loader's ``_metadata`` bronze
+    keeps: columns picked from it (name -> ``_metadata.<field>``), and the whole struct, as
+    ``autoloader_metadata_col_name``, when ``include_autoloader_metadata_column`` is true."""
+
+    include_autoloader_metadata_column: bool = False
+    autoloader_metadata_col_name: Name = "source_metadata"
+    select_metadata_cols: dict[Name, Name] = {}
+
+
 class SourceDetails(_Strict):
     """dlt-meta ``source_details``; ``source_path`` is ``source_path_<env>`` for the chosen env."""
 
@@ -215,6 +222,12 @@ class SourceDetails(_Strict):
     source_schema_path: str | None = None
     source_catalog: str | None = None
     snapshot_format: Name | None = None
+    source_metadata: SourceMetadata | None = None
+
+    @property
+    def table(self) -> str:
+        """``[catalog.]database.table`` of a table source."""
+        return ".".join(p for p in (self.source_catalog, self.source_database, self.source_table) if p)
 
     @field_validator("source_schema_path")
     @classmethod
@@ -224,6 +237,52 @@ class SourceDetails(_Strict):
             raise ValueError(f"must be a file path (/Volumes/..., /Workspace/..., or relative to the "
                              f"onboarding file), not a URI (got {value!r})")
         return value
+
+
+APPEND_FLOW_FORMATS = ("cloudFiles", "delta")
+
+
+class AppendFlow(_Strict):
+    """One of dlt-meta's ``bronze_append_flows`` / ``silver_append_flows``: more rows appended
+    to the layer's table as they are (no expectations, no quarantine), from files (cloudFiles)
+    or a stream of a Delta table (delta)."""
+
+    name: Name
+    source_format: Name
+    source_details: SourceDetails
+    create_streaming_table: bool = False
+    reader_options: Options = {}
+    once: bool = False
+    comment: str | None = None
+    spark_conf: Options = {}
+
+    @field_validator("source_format")
+    @classmethod
+    def _readable_format(cls, value: str) -> str:
+        for known in APPEND_FLOW_FORMATS:
+            if value.lower() == known.lower():
+                return known
+        if value.lower() in ("kafka", "eventhub"):
+            raise ValueError(f"{value} append flows are not supported by cdc-lakehouse: its pipelines read files "
+                             f"and tables (use cloudFiles or delta)")
+        raise ValueError(f"must be cloudFiles or delta (got {value!r})")
+
+    def problems(self, where: str) -> list[str]:
+        """What the flow's format needs and lacks (``where``: the key path of the flow)."""
+        details, problems = self.source_details, []
+        if self.create_streaming_table:
+            problems.append(f"{where}.create_streaming_table: must be false (the data flow defines the table)")
+        if details.snapshot_format is not None:
+            problems.append(f"{where}.source_details.snapshot_format: only for source_format snapshot")
+        if self.source_format == "delta" and not (details.source_database and details.source_table):
+            problems.append(f"{where}.source_details: a delta append flow needs source_database and source_table")
+        elif self.source_format == "cloudFiles" and not details.source_path:
+            problems.append(f"{where}.source_details.source_path_<env>: required key is missing")
+        fmt = reader_format(self.reader_options)
+        if self.source_format == "cloudFiles" and fmt not in FEED_FORMATS:
+            problems.append(f"{where}.reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
+                            f"(got {fmt!r})")
+        return problems
 
 
 # The change stream's TRUNCATE of a table (silver/truncates.py), as the SCD1 replicas apply it
@@ -337,6 +396,7 @@ class DataFlow(_Strict):
     bronze_quarantine_table: str | None = None
     bronze_quarantine_table_properties: Options = {}
     bronze_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
+    bronze_append_flows: list[AppendFlow] = []
 
     silver_catalog: str | None = None
     silver_database: Name | None = None
@@ -346,6 +406,11 @@ class DataFlow(_Strict):
     silver_table_properties: Options = {}
     silver_transformation_json: str | None = None
     silver_data_quality_expectations_json: str | None = None
+    silver_catalog_quarantine: str | None = None
+    silver_database_quarantine: str | None = None
+    silver_quarantine_table: str | None = None
+    silver_quarantine_table_properties: Options = {}
+    silver_append_flows: list[AppendFlow] = []
 
     cdc_lakehouse: CdcLakehouse | None = None
 
@@ -407,11 +472,23 @@ class DataFlow(_Strict):
 
     @property
     def bronze_quarantine_target(self) -> str | None:
-        if not self.bronze_quarantine_table:
+        return self._quarantine_target("bronze")
+
+    @property
+    def silver_quarantine_target(self) -> str | None:
+        return self._quarantine_target("silver")
+
+    def _quarantine_target(self, layer: str) -> str | None:
+        table = getattr(self, f"{layer}_quarantine_table")
+        if not table:
             return None
-        catalog = self.bronze_catalog_quarantine or self.bronze_catalog
-        return _qualified(catalog, self.bronze_database_quarantine or self.bronze_database,
-                          self.bronze_quarantine_table)
+        catalog = getattr(self, f"{layer}_catalog_quarantine") or getattr(self, f"{layer}_catalog")
+        return _qualified(catalog, getattr(self, f"{layer}_database_quarantine") or getattr(self, f"{layer}_database"),
+                          table)
+
+    def append_flows(self, layer: str) -> list[AppendFlow]:
+        """The flow's ``<layer>_append_flows`` (bronze or silver)."""
+        return list(getattr(self, f"{layer}_append_flows"))
 
     @property
     def silver_target(self) -> str:
@@ -518,7 +595,9 @@ class DataFlow(_Strict):
     # -- targets --
     @property
     def scd2_table(self) -> str | None:
-        """The SCD2 history table; None for an SCD1 flow."""
+        """The SCD2 history table; None for an SCD1 flow, or one that applies no changes."""
+        if self.silver_cdc_apply_changes is None and self.silver_apply_changes_from_snapshot is None:
+            return None
         if self.scd_type != 2:
             return None
         declared = self.cdc_lakehouse.scd2_table if self.cdc_lakehouse else None
@@ -601,10 +680,21 @@ def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
     file's), so the files are found whatever the working directory: ``source_schema_path``, and
     a dlt-meta flow's ``source_path`` and expectation and transformation files."""
     details_keys = ["source_schema_path"] + ([] if flow.is_change_stream else ["source_path"])
-    details = flow.source_details.model_copy(update=_relative_to(flow.source_details, details_keys, folder))
     flow_keys = [] if flow.is_change_stream else [
         "bronze_data_quality_expectations_json", "silver_data_quality_expectations_json", "silver_transformation_json"]
-    return flow.model_copy(update={"source_details": details, **_relative_to(flow, flow_keys, folder)})
+    appends = {f"{layer}_append_flows": [_details_from(a, ["source_schema_path", "source_path"], folder)
+                                         for a in flow.append_flows(layer)] for layer in ("bronze", "silver")}
+    return _details_from(flow, details_keys, folder).model_copy(
+        update={**appends, **_relative_to(flow, flow_keys, folder)})
+
+
+_Sourced = TypeVar("_Sourced", "DataFlow", "AppendFlow")
+
+
+def _details_from(model: _Sourced, keys: list[str], folder: Path) -> _Sourced:
+    """``model`` (a flow or an append flow) with the ``keys`` of its source_details relative to ``folder``."""
+    details = model.source_details
+    return model.model_copy(update={"source_details": details.model_copy(update=_relative_to(details, keys, folder))})
 
 
 def _relative_to(model: BaseModel, keys: list[str], folder: Path) -> dict[str, str]:
@@ -719,11 +809,13 @@ def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str], list[st
     if not isinstance(raw, Mapping):
         return None, [f"must be a mapping of onboarding keys (got {_kind(raw)})"], []
     resolved, problems = _resolve_env(raw, FLOW_ENV_KEYS, env, "")
-    details = resolved.get("source_details")
-    if isinstance(details, Mapping):
-        details, more = _resolve_env(details, SOURCE_DETAILS_ENV_KEYS, env, "source_details.")
-        resolved["source_details"] = details
-        problems += more
+    problems += _resolve_details(resolved, env, "")
+    for layer in ("bronze", "silver"):
+        flows = resolved.get(f"{layer}_append_flows")
+        for index, append in enumerate(flows if isinstance(flows, list) else []):
+            if isinstance(append, Mapping):
+                flows[index] = dict(append)
+                problems += _resolve_details(flows[index], env, f"{layer}_append_flows[{index}].")
     warnings = [
         f"{_render_loc((key,), env)}: ignored: {IGNORED_KEYS[key]}"
         for key in list(resolved) if key in IGNORED_KEYS and resolved.pop(key) is not None
@@ -736,6 +828,15 @@ def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str], list[st
         return None, problems, warnings
     kind_problems, kind_warnings = _kind_problems(flow, env)
     return flow, kind_problems + _flow_problems(flow), warnings + kind_warnings
+
+
+def _resolve_details(flow: dict[Any, Any], env: str, prefix: str) -> list[str]:
+    """Resolve the env keys of ``flow``'s source_details in place; the problems found."""
+    details = flow.get("source_details")
+    if not isinstance(details, Mapping):
+        return []
+    flow["source_details"], problems = _resolve_env(details, SOURCE_DETAILS_ENV_KEYS, env, f"{prefix}source_details.")
+    return problems
 
 
 def _resolve_env(raw: Mapping[Any, Any], bases: frozenset[str], env: str, prefix: str):
@@ -872,9 +973,11 @@ SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
 def _feed_problems(flow: DataFlow) -> list[str]:
-    problems = []
-    if flow.silver_cdc_apply_changes is None:
-        problems.append(f"{_CDC}: required key is missing (a cloudFiles flow applies its rows with AUTO CDC)")
+    problems = [problem for layer in ("bronze", "silver") for index, append in enumerate(flow.append_flows(layer))
+                for problem in append.problems(f"{layer}_append_flows[{index}]")]
+    if flow.silver_append_flows and flow.silver_cdc_apply_changes is not None:
+        problems.append(f"silver_append_flows: not supported with {_CDC} (rows appended to the replicas would "
+                        f"bypass the changes applied to them)")
     for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot"):
         if getattr(flow, key) is not None:
             problems.append(f"{key}: only for source_format snapshot")
@@ -900,6 +1003,10 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
         if getattr(flow, key):
             problems.append(f"{key}: not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read "
                             f"dropped rows as deletes)")
+    problems += [f"{key}: not supported for a snapshot flow (its tables hold the latest full load)"
+                 for key in ("bronze_append_flows", "silver_append_flows") if getattr(flow, key)]
+    if flow.source_details.source_metadata is not None:
+        problems.append("source_details.source_metadata: only for source_format cloudFiles")
     fmt = flow.source_details.snapshot_format
     if fmt not in SNAPSHOT_FORMATS:
         problems.append(f"source_details.snapshot_format: must be one of {', '.join(SNAPSHOT_FORMATS)} (got {fmt!r})")
@@ -1003,8 +1110,8 @@ def _cross_flow_problems(parsed: list[tuple[str, DataFlow]]) -> list[str]:
 def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
     # Each table of a dlt-meta flow has one writer: two flows into one would mix their rows.
     for label, f in flows:
-        applies = f.silver_cdc_apply_changes or f.silver_apply_changes_from_snapshot
-        targets = [f.bronze_target, f.bronze_quarantine_target, f.silver_target, f.scd2_target if applies else None]
+        targets = [f.bronze_target, f.bronze_quarantine_target, f.silver_target, f.silver_quarantine_target,
+                   f.scd2_target]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"
 

@@ -217,8 +217,8 @@ def empty_frame(spark: SparkSession, fmt: str, options: dict, schema) -> DataFra
     if schema is None:
         return None
     rescued = _option(options, "cloudFiles.rescuedDataColumn")
-    if rescued:  # an empty file has no header to match the schema's names with
-        return spark.createDataFrame([], StructType([*schema.fields, StructField(rescued, StringType())]))
+    if rescued:  # an empty file has no header to match the schema's names with: read with the schema
+        return _load(spark, [_empty_file()], fmt, options, schema).withColumn(rescued, F.lit(None).cast("string"))
     return read_files(spark, [_empty_file()], fmt, options, schema)
 
 

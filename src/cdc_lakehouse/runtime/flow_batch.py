@@ -133,8 +133,8 @@ class FlowBatch:
         if kind in ("table", WHOLE.rstrip(":")) and name in self.runner.graph.datasets:
             self.runner.ensure(name)
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
-        if kind == WHOLE.rstrip(":") and self.store.exists(name):  # a table no pipeline defines
-            return self.store.version(name) == offset.get("version")
+        if kind in ("table", WHOLE.rstrip(":")) and self.store.exists(name):  # a table no pipeline defines
+            return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind == "files":
             # Listing without the recorded filter finds at least the files the flow would read.
             seen = self._files_seen.get(source, {})
@@ -171,10 +171,13 @@ class FlowBatch:
         return self.store.read(name)
 
     def read_stream(self, name: str) -> DataFrame:
-        dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
-        if dataset.kind == "view":
-            return self.runner.evaluate_view(dataset, self)
-        self.runner.ensure(name)
+        """The rows appended to ``name`` since the flow's last batch; ``name`` is a dataset of
+        the pipeline, or a table of the lake that none defines (a source table)."""
+        if name in self.runner.graph.datasets or not self.store.exists(name):
+            dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
+            if dataset.kind == "view":
+                return self.runner.evaluate_view(dataset, self)
+            self.runner.ensure(name)
         self.streaming = True
         source = f"table:{name}"
         recorded = self.previous.get(source, {})
