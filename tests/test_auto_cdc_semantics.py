@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, CdcSpec, distinct_events, prepare_changes
+from cdc_lakehouse.cli import main
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import DeltaRsStore
 from lake_helpers import REPO, write_jsonl
@@ -86,10 +87,13 @@ def test_null_sequence_is_a_clear_error(spark, landing, lake):
         _run(spark, landing, lake)
 
 
-def test_null_key_is_a_clear_error(spark, landing, lake):
+def test_null_key_is_a_clear_error_that_names_the_flow(spark, landing, lake, capsys):
     _deliver(landing, "1", [_change(None, "a", "I", 1)])
-    with pytest.raises(CdcInputError, match="NULL key"):
-        _run(spark, landing, lake)
+    (landing / "snapshot").mkdir(parents=True, exist_ok=True)
+    argv = ["pipeline", "run", "--source", PIPELINE, "--lake", str(lake), "--conf", f"test.landing={landing}"]
+    assert main(argv) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "error: 1 change row(s) have a NULL key in ['id'] (in flow 'silver.scd" in said
 
 
 def test_two_different_changes_with_one_sequence_are_an_error(spark, landing, lake):

@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # one clear line for the user; the traceback helps nobody here
+        from cdc_lakehouse.bronze.dlt_meta import DltMetaFileError
+        from cdc_lakehouse.cdc.apply import CdcInputError
         from cdc_lakehouse.config import OnboardingError
         from cdc_lakehouse.runtime.graph import PipelineDefinitionError
         from cdc_lakehouse.runtime.checkpoint import ConcurrentPlan
@@ -256,9 +258,12 @@ def main(argv: list[str] | None = None) -> int:
         from cdc_lakehouse.storage import ConcurrentCommit
 
         clear = (OnboardingError, PipelineDefinitionError, DeclaredSchemaError, LakeLocked, ConcurrentPlan,
-                 ConcurrentCommit, LookupError)
+                 ConcurrentCommit, LookupError, CdcInputError, DltMetaFileError)
         if isinstance(exc, clear):
-            console.print(f"[red]error:[/red] {exc}")
+            from rich.markup import escape
+
+            where = "".join(f" ({note})" for note in getattr(exc, "__notes__", []))
+            console.print(f"[red]error:[/red] {escape(f'{exc}{where}')}")  # a message's [...] is text
             return 2
         raise
 

@@ -134,6 +134,7 @@ class PipelineRunner:
         except Exception as exc:
             event.status = "FAILED"
             event.message = f"{type(exc).__name__}: {exc}"
+            exc.add_note(f"in flow '{flow.name}' into {flow.target}")  # the CLI's error line names it
             raise
         finally:
             flow_state.reset_current(state_token)
