@@ -586,6 +586,49 @@ def test_a_feed_with_metadata_columns_append_flows_and_no_apply_changes(tmp_path
     assert old.source_details.table == "main.bronze_dev.old_stores"
 
 
+def make_bronze_only_flow(flow_id="301", **changes):
+    """A dlt-meta cloudFiles flow with no silver key (dlt-meta's integration test group A2)."""
+    flow = make_feed_flow(flow_id, **{CDC: DELETE}, silver_table=DELETE, silver_database_dev=DELETE,
+                          silver_database_prod=DELETE, bronze_quarantine_table="stores_q")
+    return _apply(flow, changes)
+
+
+def test_a_bronze_only_flow_has_no_silver_tables(tmp_path):
+    flow = load_onboarding(write(tmp_path, [make_bronze_only_flow()])).flow(301)
+    assert flow.kind == "cdc_feed" and not flow.has_silver
+    assert (flow.bronze_target, flow.bronze_quarantine_target) == ("bronze_dev.stores", "bronze_dev.stores_q")
+    assert (flow.silver_target, flow.silver_quarantine_target, flow.scd2_target) == (None, None, None)
+    with pytest.raises(ValueError, match="flow 301 is bronze-only: it has no silver_table"):
+        flow.replica_table
+
+
+def test_bronze_only_flows_claim_their_bronze_tables_only(tmp_path):
+    onboarding = load_onboarding(write(tmp_path, [make_bronze_only_flow(), make_feed_flow("302", "products")]))
+    assert [f.has_silver for f in onboarding.dlt_meta_flows] == [False, True]
+    message = error_of(tmp_path, [make_bronze_only_flow(), make_bronze_only_flow("302")])
+    assert "flow #2 (data_flow_id=302): table bronze_dev.stores is also written by flow #1" in message
+
+
+SILVER_TABLE_MISSING = {
+    "feed with silver keys": make_feed_flow(silver_table=DELETE),
+    "feed with a silver transformation only": make_bronze_only_flow(silver_transformation_json_dev="t.json"),
+    "snapshot": make_snapshot_flow(silver_table=DELETE),
+    "change stream": make_flow(silver_table=DELETE),
+    "change stream with scd2": make_flow(silver_table=DELETE, cdc_lakehouse__scd2_table="history"),
+}
+
+
+@pytest.mark.parametrize("flow", SILVER_TABLE_MISSING.values(), ids=SILVER_TABLE_MISSING.keys())
+def test_silver_table_is_required_unless_the_flow_is_bronze_only(tmp_path, flow):
+    assert "(data_flow_id=" in (message := error_of(tmp_path, [flow]))
+    assert ": silver_table: required key is missing" in message
+
+
+def test_a_feed_with_silver_keys_also_needs_its_silver_database(tmp_path):
+    message = error_of(tmp_path, [make_bronze_only_flow(silver_table="stores")])
+    assert "silver_database_dev: required key is missing" in message
+
+
 def test_a_silver_quarantine_table(tmp_path):
     flow = load_onboarding(write(tmp_path, [make_feed_flow(silver_quarantine_table="stores_q")])).flow(301)
     assert flow.silver_quarantine_target == "silver_dev.stores_q"

@@ -1,10 +1,11 @@
-"""dlt-meta's own integration-test onboarding file (integration_tests/conf/cloudfiles-onboarding.template,
-tests/data/dlt_meta/integration, README there) through ``cdc-lakehouse run --config``: Auto Loader
-metadata columns, bronze and silver append flows, bronze and silver quarantine tables, a plain
-silver table (customers) and AUTO CDC replicas (transactions) equal to a plain application of
-their files.
+"""dlt-meta's own integration-test onboarding files (integration_tests/conf/cloudfiles-onboarding.template
+and cloudfiles-onboarding_A2.template, tests/data/dlt_meta/integration, README there) through
+``cdc-lakehouse run --config``: Auto Loader metadata columns, bronze and silver append flows, bronze
+and silver quarantine tables, a bronze-only flow (A2: customers_delta), a plain silver table
+(customers) and AUTO CDC replicas (transactions) equal to a plain application of their files.
 
-One lake, two updates: the main folders and the customers_delta source table first, the append
+One lake, as in dlt-meta's integration test: the A2 pipeline first (the bronze table customers_delta,
+source of A1's silver append flow), then two A1 updates: the main folders first, the append
 flows' folders then. The upstream transactions files hold an APPEND and a DELETE of one id at one
 operation_date, in the main and the append folder (a later DELETE of it follows): AUTO CDC cannot
 order two changes of one key at one sequence value in one batch, so they go to two updates.
@@ -29,10 +30,10 @@ RESOURCES = "integration_tests/resources"
 LATER = ("customers_af", "transactions_af")  # the append flows' folders: second update
 
 
-def run(folder: Path) -> None:
-    landing = folder / "landing"  # change-stream flows only; this file has none
+def run(folder: Path, onboarding: str = "cloudfiles-onboarding.json") -> None:
+    landing = folder / "landing"  # change-stream flows only; these files have none
     landing.mkdir(exist_ok=True)
-    assert main(["run", "--config", str(folder / "cloudfiles-onboarding.json"), "--env", "it",
+    assert main(["run", "--config", str(folder / onboarding), "--env", "it",
                  "--landing", str(landing), "--lake", str(folder / "lake")]) == 0
 
 
@@ -43,8 +44,7 @@ def lake(spark, tmp_path_factory) -> Path:
     data = folder / RESOURCES / "data"
     for name in LATER:
         shutil.move(data / name, folder / name)
-    source = spark.read.schema(ddl(folder, "customers")).json(str(data / "customers_delta"))
-    DeltaRsStore(spark, folder / "lake").overwrite("it_bronze.customers_delta", source)
+    run(folder, "cloudfiles-onboarding_A2.json")  # its own pipeline: A1's runs leave its tables alone
     run(folder)
     for name in LATER:
         shutil.move(folder / name, data / name)
@@ -122,12 +122,36 @@ def test_transactions_replica_is_its_changes_applied(spark, lake):
 
 # --- customers: plain silver table, append flows from files and from a Delta table -------------
 
+def passing(spark: SparkSession, lake: Path, name: str) -> DataFrame:
+    """The rows of a customers folder that pass the customers' bronze expect_or_drop rules."""
+    rescued = extra_keys(lake, name, "customers")
+    return files(spark, lake, name, "customers").where(
+        F.col("id").isNotNull() & F.col("operation").isin("APPEND", "DELETE", "UPDATE") & ~F.col("id").isin(rescued))
+
+
 def customers(spark: SparkSession, lake: Path) -> tuple[DataFrame, DataFrame]:
     """The main folder's rows that pass the bronze rules, and the append flow's rows."""
-    rescued = extra_keys(lake, "customers", "customers")
-    passing = files(spark, lake, "customers", "customers").where(
-        F.col("id").isNotNull() & F.col("operation").isin("APPEND", "DELETE", "UPDATE") & ~F.col("id").isin(rescued))
-    return passing, files(spark, lake, "customers_af", "customers").withColumn("input_file_name", F.lit(None))
+    appended = files(spark, lake, "customers_af", "customers").withColumn("input_file_name", F.lit(None))
+    return passing(spark, lake, "customers"), appended
+
+
+def test_the_bronze_only_flow_keeps_the_rows_that_pass_its_rules_with_their_files(spark, lake):
+    store = DeltaRsStore(spark, lake / "lake")
+    expected = passing(spark, lake, "customers_delta")
+    bronze = store.read("it_bronze.customers_delta")
+    assertDataFrameEqual(typed_like(bronze, expected), expected)
+    assert bronze.where("input_file_path NOT LIKE concat('%/customers_delta/', input_file_name)").isEmpty()
+    assert not store.exists("it_silver.customers_delta")  # A2 onboards no silver layer
+
+
+def test_the_bronze_only_flows_quarantine_holds_the_rows_its_rule_names(spark, lake):
+    quarantined = DeltaRsStore(spark, lake / "lake").read("it_bronze.customers_delta_quarantine")
+    rows = files(spark, lake, "customers_delta", "customers")  # quarantine_rule, _rescued_data from the extra keys
+    expected = rows.where(F.col("id").isNull() | F.col("operation").isNull()
+                          | F.col("id").isin(extra_keys(lake, "customers_delta", "customers")))
+    assert expected.count() == 2
+    assertDataFrameEqual(typed_like(quarantined, expected), expected)
+    assert [r._rescued_data for r in quarantined.orderBy("id").collect()] == [None, '{"phone":"555-0159"}']
 
 
 def test_customers_bronze_has_the_main_and_the_append_flow_rows(spark, lake):
@@ -145,9 +169,12 @@ def test_customers_silver_is_the_bronze_rows_and_the_source_table_appended(spark
     store = DeltaRsStore(spark, lake / "lake")
     passing, appended = customers(spark, lake)
     bronze_rows = passing.unionByName(appended).withColumn("_rescued_data", F.lit(None).cast("string"))
-    source = store.read("it_bronze.customers_delta").withColumn("_rescued_data", F.lit(None).cast("string"))
+    # The append flow reads the A2 bronze table as it is (dlt-meta transforms the flow's own rows
+    # only): its metadata columns join the silver table, null for the bronze rows.
+    source = store.read("it_bronze.customers_delta")
     silver = store.read("it_silver.customers")
-    expected = shaped(lake, bronze_rows, "customers").unionByName(shaped(lake, source, "customers"))
+    assert {"input_file_name", "input_file_path"} <= set(silver.columns)
+    expected = shaped(lake, bronze_rows, "customers").unionByName(source, allowMissingColumns=True)
     assertDataFrameEqual(silver, typed_like(expected, silver))
     # Quarantined: the bronze rows the rule holds for; the appended source rows are not checked.
     quarantined = store.read("it_silver.customers_quarantine")

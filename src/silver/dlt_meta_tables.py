@@ -3,7 +3,7 @@
 # (cdc_feed with silver_cdc_apply_changes) or AUTO CDC FROM SNAPSHOT (snapshot), or appended to a
 # plain table (cdc_feed without it); beside them dlt-meta's silver quarantine table and append
 # flows. As for change-stream flows, silver_table is the current state (SCD1); scd_type 2 adds
-# the history table <silver_table>_history.
+# the history table <silver_table>_history. A bronze-only flow (no silver keys) has no silver here.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta
@@ -78,6 +78,8 @@ def define_snapshot(flow) -> None:
 
 
 for flow in settings.onboarding.dlt_meta_flows:
+    if not flow.has_silver:
+        continue  # a bronze-only flow (dlt-meta onboards its silver layer separately)
     if flow.enabled and flow.kind == "cdc_feed":
         define_feed(flow)
     elif flow.enabled and flow.kind == "snapshot":

@@ -69,7 +69,7 @@ class Transformation:
 
 
 def _where(flow: DataFlow, key: str, path: str) -> str:
-    return f"flow {flow.data_flow_id} ({flow.silver_table}): {key} {path}"
+    return f"flow {flow.data_flow_id} ({flow.silver_table or flow.bronze_table}): {key} {path}"
 
 
 def _read_json(path: str, where: str) -> Any:

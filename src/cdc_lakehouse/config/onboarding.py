@@ -400,7 +400,7 @@ class DataFlow(_Strict):
 
     silver_catalog: str | None = None
     silver_database: Name | None = None
-    silver_table: Name
+    silver_table: Name | None = None  # None: a bronze-only dlt-meta cloudFiles flow
     silver_cdc_apply_changes: CdcApplyChanges | None = None
     silver_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
     silver_table_properties: Options = {}
@@ -491,8 +491,23 @@ class DataFlow(_Strict):
         return list(getattr(self, f"{layer}_append_flows"))
 
     @property
-    def silver_target(self) -> str:
+    def has_silver(self) -> bool:
+        """False for a bronze-only dlt-meta flow (dlt-meta onboards the layers separately)."""
+        return self.silver_table is not None
+
+    @property
+    def silver_target(self) -> str | None:
+        """None for a bronze-only flow."""
+        if self.silver_table is None:
+            return None
         return _qualified(self.silver_catalog, self.silver_database, self.silver_table)
+
+    @property
+    def replica_table(self) -> str:
+        """``silver_table`` of a flow that has one (change-stream and snapshot flows always do)."""
+        if self.silver_table is None:
+            raise ValueError(f"flow {self.data_flow_id} is bronze-only: it has no silver_table")
+        return self.silver_table
 
     @property
     def scd2_target(self) -> str | None:
@@ -601,11 +616,11 @@ class DataFlow(_Strict):
         if self.scd_type != 2:
             return None
         declared = self.cdc_lakehouse.scd2_table if self.cdc_lakehouse else None
-        return declared or f"{self.silver_table}_history"
+        return declared or f"{self.replica_table}_history"
 
     @property
     def gold_table(self) -> str:
-        return self._extension.gold_table or self.silver_table
+        return self._extension.gold_table or self.replica_table
 
     @property
     def column_filters(self) -> ColumnFilters:
@@ -823,10 +838,15 @@ def _parse_flow(raw: Any, env: str) -> tuple[DataFlow | None, list[str], list[st
     try:
         flow = DataFlow.model_validate(resolved)
     except ValidationError as exc:
-        return None, problems + [_describe(error, env) for error in exc.errors()], warnings
+        problems += [_describe(error, env) for error in exc.errors()]
+        if resolved.get("silver_table") is None and _needs_silver(resolved):  # reported with the others
+            problems.append("silver_table: required key is missing")
+        return None, problems, warnings
     if problems:
         return None, problems, warnings
     kind_problems, kind_warnings = _kind_problems(flow, env)
+    if flow.silver_table is None and _needs_silver(dict(iter(flow))):  # as a missing key: no further checks
+        return None, kind_problems, warnings + kind_warnings
     return flow, kind_problems + _flow_problems(flow), warnings + kind_warnings
 
 
@@ -939,11 +959,21 @@ def _kind_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
     """What the flow's kind requires, cannot honour (errors) or does not use (warnings)."""
     if flow.is_change_stream:
         return _change_stream_problems(flow, env)
-    problems = [f"{_render_loc((key,), env)}: required key is missing"
-                for key in ("bronze_database", "bronze_table", "silver_database") if not getattr(flow, key)]
+    silver = ["silver_database", "silver_table"] if _needs_silver(dict(iter(flow))) else []
+    required = ["bronze_database", "bronze_table", *silver]
+    problems = [f"{_render_loc((key,), env)}: required key is missing" for key in required if not getattr(flow, key)]
     if flow.kind == "cdc_feed":
         return problems + _feed_problems(flow), []
     return problems + _snapshot_problems(flow), []
+
+
+def _needs_silver(fields: Mapping[str, Any]) -> bool:
+    """Whether a flow (its fields, validated or not) has silver tables: all flows do but a plain
+    cloudFiles flow that sets no silver key (a bronze-only flow: dlt-meta onboards the bronze and
+    silver layers separately)."""
+    if fields.get("cdc_lakehouse") is not None or str(fields.get("source_format")).lower() == "snapshot":
+        return True
+    return any(str(key).startswith("silver_") and value not in (None, {}, []) for key, value in fields.items())
 
 
 def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
@@ -961,6 +991,8 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
             problems.append(f"source_details.{key}: required key is missing")
     if flow.silver_cdc_apply_changes is None:
         problems.append(f"{_CDC}: required key is missing")
+    if flow.silver_table is None:
+        problems.append("silver_table: required key is missing")
     warnings = [f"{_render_loc(tuple(key.split('.')), env)}: ignored by {flow.kind} flows: {why}"
                 for key, why in CHANGE_STREAM_IGNORED.items() if key in set_keys]
     if flow.silver_cdc_apply_changes is not None and flow.silver_cdc_apply_changes.flow_name:
@@ -1085,7 +1117,7 @@ def _scd_type_problems(flow: DataFlow) -> list[str]:
         problems = []
         if cdc.apply_as_truncates:
             problems.append(f"{_CDC}.apply_as_truncates: only allowed with scd_type 1")
-        if flow.scd2_table and flow.scd2_table.casefold() == flow.silver_table.casefold():
+        if flow.scd2_table and flow.scd2_table.casefold() == flow.replica_table.casefold():
             problems.append("cdc_lakehouse.scd2_table: must differ from silver_table (the SCD1 replica)")
         return problems
     problems = [
