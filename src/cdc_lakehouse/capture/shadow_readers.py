@@ -148,6 +148,8 @@ class MariaDBShadowReader:
         self.role_of = DefaultRoles(conn)
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")  # registry times come out in UTC
+            # Once per export, before its first read (a reader serves one export's batches).
+            check_captured_tables(cur, CAPTURE_SCHEMA)
 
     def read(self, limit: int, skip_txns: list[str] = (), skip_ids: Ranges | None = None) -> Batch:
         """Committed rows, except change rows in ``skip_ids`` (``skip_txns`` is for PostgreSQL:
@@ -157,7 +159,6 @@ class MariaDBShadowReader:
         batch = Batch()
         firsts: dict[int, tuple] = {}  # txn -> (op_seq, user, client, last op time)
         with self.conn.cursor() as cur:
-            check_captured_tables(cur, CAPTURE_SCHEMA)
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
             try:
                 cur.execute(f"SELECT source_schema, source_table, shadow_table FROM {s}.`_tables` "
