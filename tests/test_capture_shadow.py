@@ -236,6 +236,28 @@ def test_a_postgres_alter_table_is_a_change_row_with_its_statement(tmp_path):
         (3, "I", {"id": 2}, {"id": 2, "v": "b", "w": 7})]
 
 
+def test_a_postgres_drop_table_is_a_change_row_with_its_statement_and_a_new_table_is_captured_again(tmp_path):
+    pg = Dialect("postgres", fixtures.postgres())
+    table = pg.create(fixtures.unique_schema("drop"))
+    src = f"{pg.q(table.schema)}.items"
+    conn = pg.session()
+    pg.run(conn, f"INSERT INTO {src} VALUES (1, 'a')", f"DROP TABLE {src}")
+    export_once(pg.server.dsn, tmp_path, "s", purge="on_landing")
+    _, changes = _landed(tmp_path / "s", table)
+    assert [(r["op"], r["key"], r["values"]) for r in changes] == [
+        ("I", {"id": 1}, {"id": 1, "v": "a"}), ("A", {}, {"statement": f"DROP TABLE {src}"})]
+
+    # Created again, captured again under the same name; a DROP SCHEMA takes it along.
+    pg.run(conn, f"CREATE TABLE {src} (id int PRIMARY KEY, v varchar(20))", ddl_postgres.shadow_ddl(table),
+           f"INSERT INTO {src} VALUES (2, 'b')", f"DROP SCHEMA {pg.q(table.schema)} CASCADE")
+    conn.close()
+    export_once(pg.server.dsn, tmp_path, "s", purge="on_landing")
+    _, changes = _landed(tmp_path / "s", table)
+    assert [(r["op"], r["values"]) for r in changes[2:]] == [
+        ("I", {"id": 2, "v": "b"}),
+        ("A", {"statement": f"DROP TABLE {table.schema}.items /* by DROP SCHEMA {pg.q(table.schema)} CASCADE */"})]
+
+
 def test_a_mariadb_alter_table_stops_the_export_naming_the_columns(tmp_path):
     """MariaDB fires no trigger on ALTER TABLE: the export compares the table's columns with
     the ones its triggers were made for, and stops (nothing exported) until shadow-ddl runs again."""
@@ -259,6 +281,28 @@ def test_a_mariadb_alter_table_stops_the_export_naming_the_columns(tmp_path):
     export_once(my.server.dsn, tmp_path, "s", purge="on_landing")
     _, changes = _landed(tmp_path / "s", table)
     assert [r["values"] for r in changes] == [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 3, "w": 8}]
+
+
+def test_a_mariadb_drop_table_lands_once_after_the_tables_last_rows(tmp_path):
+    """MariaDB fires no trigger on DROP TABLE: the export finds the captured table gone, lands
+    its last rows and then a DROP TABLE row in a transaction of its own, and forgets the table."""
+    my = Dialect("mariadb", fixtures.mariadb())
+    table = TableName(fixtures.unique_schema("drop"), "items")
+    src = f"{my_ident(table.schema)}.items"
+    conn = my.session()
+    my.run(conn, f"CREATE DATABASE {my_ident(table.schema)}", f"CREATE TABLE {src} (id int PRIMARY KEY, v int)",
+           *ddl_mariadb.shadow_statements(table, ["id", "v"], ["id"]),
+           *[f"INSERT INTO {src} VALUES ({i}, {i})" for i in (1, 2, 3)], f"DROP TABLE {src}")
+    conn.close()
+    reader = my.reader()
+    ShadowExporter(reader, tmp_path, "s", batch_rows=2, purge="on_landing").run()
+    ShadowExporter(my.reader(), tmp_path, "s", purge="on_landing").run()  # the table is forgotten
+    txns, changes = _landed(tmp_path / "s", table)
+    assert [(r["op"], r["values"]) for r in changes] == [
+        ("I", {"id": 1, "v": 1}), ("I", {"id": 2, "v": 2}), ("I", {"id": 3, "v": 3}),
+        ("A", {"statement": f"DROP TABLE {src[:-5]}`items`"})]  # both names quoted
+    [drop] = [t for t in txns if t["txn_id"] == changes[-1]["txn_id"]]
+    assert drop["end_ts"] > max(t["end_ts"] for t in txns if t is not drop) and drop["db_user"] is None
 
 
 def test_a_mariadb_truncate_stops_the_export_until_the_triggers_are_made_again(tmp_path):

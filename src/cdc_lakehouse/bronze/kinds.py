@@ -137,8 +137,8 @@ SHADOW_CHANGES = Kind(
         Rule("in a <schema>.<table> folder", "`schema` IS NOT NULL AND `table` IS NOT NULL",
              "'not in a <schema>.<table> folder under shadow/'"),
         required(["txn_id", "op_ts", "op", "key"]),
-        # T: a TRUNCATE of the table, A: an ALTER TABLE (PostgreSQL's statement and event
-        # triggers), keyed {} (docs/capture.md).
+        # T: a TRUNCATE of the table, A: an ALTER TABLE or DROP TABLE (PostgreSQL's statement
+        # and event triggers; MariaDB's export for a table gone), keyed {} (docs/capture.md).
         Rule("known op", "`op` IS NULL OR `op` IN ('I', 'U', 'D', 'T', 'A')", "concat('unknown op ', `op`)"),
         Rule("key names a column", "`key` IS NULL OR `op` IN ('T', 'A') OR size(json_object_keys(`key`)) > 0",
              "'key has no columns'"),

@@ -12,7 +12,9 @@ unless a session forces deferred triggers early with ``SET CONSTRAINTS ALL IMMED
 A TRUNCATE fires a statement trigger on the same function: one change row of op ``T`` with key
 ``{}`` (every row of the table goes; silver/truncates.py). An ``ALTER TABLE`` of a captured table
 fires an event trigger (a superuser's): one change row of op ``A``, key ``{}``, values
-``{"statement": current_query()}`` (silver/schema_changes.py).
+``{"statement": current_query()}`` (silver/schema_changes.py); a DROP TABLE of one fires
+another (``sql_drop``): the same row with its DROP TABLE statement, which marks the replica
+dropped in ``gold.data_quality``.
 User and role: ``session_user`` and the session's ``SET ROLE`` (``current_setting('role')``,
 null when no role is set). The function runs as its owner (SECURITY DEFINER, fixed
 search_path), so writers need no privilege on the capture schema and cannot forge its rows;
@@ -142,15 +144,39 @@ BEGIN
 END
 $fn$;
 
--- Event triggers need a superuser: without one, ALTER TABLE is not captured (docs/capture.md).
+-- A dropped captured table: its DROP TABLE statement (a DROP SCHEMA ... CASCADE or DROP OWNED
+-- that takes it along is recorded as a DROP TABLE of it, naming the statement). The registry row
+-- stays, so the export still reads the shadow table's last rows and this one.
+CREATE OR REPLACE FUNCTION {S}._record_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    obj    record;
+    reg    {S}._tables;
+BEGIN
+    FOR obj IN SELECT objid, original FROM pg_event_trigger_dropped_objects()
+                WHERE classid = 'pg_class'::regclass AND objsubid = 0 AND object_type = 'table' LOOP
+        SELECT * INTO reg FROM {S}._tables WHERE relid = obj.objid;
+        CONTINUE WHEN NOT FOUND;
+        PERFORM {S}._record_op(reg.shadow_table, 'A', '{{}}'::json, NULL, json_build_object('statement',
+            CASE WHEN TG_TAG = 'DROP TABLE' AND obj.original THEN current_query()
+                 ELSE format('DROP TABLE %I.%I /* by %s */', reg.source_schema, reg.source_table, current_query())
+            END));
+    END LOOP;
+END
+$fn$;
+
+-- Event triggers need a superuser: without one, ALTER TABLE and DROP TABLE are not captured
+-- (docs/capture.md).
 DO $do$
 BEGIN
     IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
         DROP EVENT TRIGGER IF EXISTS cdc_capture_ddl;
         CREATE EVENT TRIGGER cdc_capture_ddl ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
             EXECUTE FUNCTION {S}._record_ddl();
+        DROP EVENT TRIGGER IF EXISTS cdc_capture_drop;
+        CREATE EVENT TRIGGER cdc_capture_drop ON sql_drop EXECUTE FUNCTION {S}._record_drop();
     ELSE
-        RAISE WARNING 'cdc_capture: % is no superuser: ALTER TABLE of captured tables is not captured', current_user;
+        RAISE WARNING 'cdc_capture: % is no superuser: ALTER TABLE and DROP TABLE of captured tables are not captured', current_user;
     END IF;
 END
 $do$;
@@ -191,6 +217,10 @@ CREATE TABLE IF NOT EXISTS {shadow} (
 -- The exporter looks up the rest of a batch's transactions by txn_id past an id.
 CREATE INDEX IF NOT EXISTS {txn_index} ON {shadow} (txn_id, id);
 
+-- A table of this name dropped and created again: the new one takes over the registry row's
+-- name (and shadow table, whose rows are still to be exported).
+DELETE FROM {S}._tables WHERE source_schema = {pg_literal(table.schema)}
+    AND source_table = {pg_literal(table.table)} AND relid <> {regclass};
 INSERT INTO {S}._tables (relid, source_schema, source_table, shadow_table, key_columns)
 SELECT {regclass}, {pg_literal(table.schema)}, {pg_literal(table.table)},
        {pg_literal(table.shadow)}, {key_expr}

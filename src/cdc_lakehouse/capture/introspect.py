@@ -85,27 +85,35 @@ class ShadowTriggersOutOfDate(ValueError):
               "missed (new columns) and delete what a TRUNCATE removed.")
 
 
-def check_captured_tables(cur, capture_schema: str) -> None:
+def check_captured_tables(cur, capture_schema: str) -> dict[TableName, str]:
     """Raise :class:`ShadowTriggersOutOfDate` if a captured table changed unseen since
     ``shadow-ddl``: its columns (a captured one is missing: dropped or renamed; one is new, where
     ``shadow-ddl`` read the table's columns from the server) or its identity (a new InnoDB id:
-    emptied by TRUNCATE, or rebuilt). Registries from before these records: not checked."""
+    emptied by TRUNCATE, or rebuilt). Registries from before these records: not checked.
+    Returns the captured tables that are gone (dropped), each with an id for its drop."""
     cur.execute(f"SELECT * FROM {my_ident(capture_schema)}.`_tables` ORDER BY source_schema, source_table")
     names = [d[0] for d in cur.description]
-    if "table_id" not in names:
-        return
-    problems = [p for row in cur.fetchall() if (p := _problem(cur, dict(zip(names, row))))]
+    entries = [dict(zip(names, row)) for row in cur.fetchall()]
+    gone, problems = {}, []
+    for entry in entries:
+        table = TableName(entry["source_schema"], entry["source_table"])
+        now = _columns_now(cur, table)
+        if not now:  # a dropped table takes its triggers with it
+            gone[table] = f"dropped:{entry.get('table_id') or table.qualified}"
+        elif "table_id" in names and (problem := _problem(cur, table, entry, now)):
+            problems.append(problem)
     if problems:
         raise ShadowTriggersOutOfDate(problems)
+    return gone
 
 
-def _problem(cur, entry: dict) -> str | None:
-    table = TableName(entry["source_schema"], entry["source_table"])
+def _columns_now(cur, table: TableName) -> list[str]:
     cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                 "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (table.schema, table.table))
-    now = [r[0] for r in cur.fetchall()]
-    if not now:  # a dropped table takes its triggers with it
-        return None
+    return [r[0] for r in cur.fetchall()]
+
+
+def _problem(cur, table: TableName, entry: dict, now: list[str]) -> str | None:
     parts = _column_drift(now, _names(entry["captured_columns"]), _names(entry["table_columns"]))
     if entry["table_id"] is not None:
         cur.execute("SELECT " + ", ".join(identity_sql("%s", "%s")), (table.schema, table.table) * 2)

@@ -5,8 +5,8 @@ One batch is exported exactly once, even across crashes, by a small journal:
 1. read committed rows not in the ledger (:mod:`shadow_readers`), write durable temporary files;
 2. journal the batch (its temporary and final file names and its ledger record);
 3. rename the files to their final names (and fsync the folders);
-4. write the batch's ledger record (:mod:`shadow_ledger`: exported, not purged yet), clear the
-   journal.
+4. write the batch's ledger record (:mod:`shadow_ledger`: exported, not purged yet), have the
+   reader forget the dropped tables whose drop the batch landed, clear the journal.
 
 A run first finishes a journaled batch (steps 3-4; each is idempotent) and deletes temporary
 files no journal names. Rows stay in the source after export; later reads skip what the
@@ -33,6 +33,7 @@ from cdc_lakehouse.contract.publication import publish, remove_orphans, write_te
 from . import state as state_file
 from .shadow_ledger import LEDGER_FOLDER, Ledger, read_ack, record_of
 from .shadow_readers import Batch
+from .sqlquote import TableName
 
 DEFAULT_BATCH_ROWS = 50_000
 TXN_FOLDER = TRANSACTIONS
@@ -88,7 +89,8 @@ class ShadowExporter:
         name = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%f}-{number:06d}"
         files = self._write_temps(batch, name)
         st.update(next_batch=number + 1, pending={
-            "files": [[str(t), str(f)] for t, f in files], "record": record_of(batch, number)})
+            "files": [[str(t), str(f)] for t, f in files], "record": record_of(batch, number),
+            "dropped": [[t.schema, t.table] for t in batch.dropped]})
         state_file.save(self.state_path, st)
         return [f for _, f in files]
 
@@ -117,6 +119,8 @@ class ShadowExporter:
                     publish(Path(tmp), Path(final))
             if "record" in pending:
                 self.ledger.add(pending["record"])
+                # Only once its drop is published; after a crash, recovery does it (idempotent).
+                self.reader.forget_tables([TableName(*t) for t in pending.get("dropped", [])])
             else:  # journaled by a version that purged at once: finish it the way it would have
                 self.reader.purge(pending["txn_ids"], pending["change_ids"])
             st["pending"] = None

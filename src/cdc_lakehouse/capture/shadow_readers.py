@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from decimal import Decimal
 
 from cdc_lakehouse.contract.landing import iso_utc
@@ -30,6 +31,7 @@ class Batch:
     change_ids: dict[str, list[int]] = field(default_factory=dict)  # shadow table -> row ids
     change_txns: dict[str, list[str]] = field(default_factory=dict)  # shadow table -> txn per id
     full: bool = False  # some table had more rows than the read limit
+    dropped: list[TableName] = field(default_factory=list)  # gone tables whose drop this batch lands
 
     @property
     def empty(self) -> bool:
@@ -41,6 +43,14 @@ class Batch:
         apply a transaction before all of it has landed."""
         self.txns = [r for r in self.txns if r["txn_id"] not in unfinished]
         self.txn_ids = [t for t in self.txn_ids if t not in unfinished]
+
+    def add_drop(self, table: TableName, txn_id: str, at: datetime) -> None:
+        """A DROP TABLE of ``table``, seen ``at``, as a transaction of its own (no user known)."""
+        statement = f"DROP TABLE {my_ident(table.schema)}.{my_ident(table.table)}"
+        self.changes.setdefault(table, []).append(
+            change_row(txn_id, iso_utc(at), 1, "A", {}, None, {"statement": statement}))
+        self.txns.append(transaction_row(txn_id, iso_utc(at), None, None, None, None))
+        self.dropped.append(table)
 
 
 def _json(text: str | None):
@@ -77,9 +87,14 @@ def _collect(batch: Batch, table: TableName, shadow: str, rows, limit: int) -> N
 
 
 class PostgresShadowReader:
+    """A dropped table's DROP TABLE is a change row its event trigger wrote (ddl_postgres)."""
+
     def __init__(self, conn):
         self.conn = conn
         conn.autocommit = True
+
+    def forget_tables(self, tables: list[TableName]) -> None:
+        """Nothing to forget: this reader lands no drops of its own."""
 
     def read(self, limit: int, skip_txns: list[str] = (), skip_ids: Ranges | None = None) -> Batch:
         """Committed rows, except transaction rows ``skip_txns`` and change rows in ``skip_ids``."""
@@ -139,7 +154,13 @@ _ROW_END_MAX = 2**64 - 1  # ROW END of current rows in a transaction-precise ver
 
 class MariaDBShadowReader:
     """Transaction rows are assembled: commit time from ``mysql.transaction_registry``, user
-    and role from the transaction's first change row (see ddl_mariadb)."""
+    and role from the transaction's first change row (see ddl_mariadb).
+
+    MariaDB fires no trigger on DROP TABLE: a captured table found gone gets, once its shadow
+    rows are all read, a DROP TABLE row in a transaction of its own at the time it was found
+    (``Batch.add_drop``); once that batch is published the exporter has its registry entry
+    forgotten (``forget_tables``), so the drop lands once.
+    """
 
     def __init__(self, conn):
         from .introspect import DefaultRoles
@@ -149,7 +170,7 @@ class MariaDBShadowReader:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")  # registry times come out in UTC
             # Once per export, before its first read (a reader serves one export's batches).
-            check_captured_tables(cur, CAPTURE_SCHEMA)
+            self.gone = check_captured_tables(cur, CAPTURE_SCHEMA)
 
     def read(self, limit: int, skip_txns: list[str] = (), skip_ids: Ranges | None = None) -> Batch:
         """Committed rows, except change rows in ``skip_ids`` (``skip_txns`` is for PostgreSQL:
@@ -175,6 +196,8 @@ class MariaDBShadowReader:
                         _note_first(firsts, r)
                     if len(rows) >= limit:
                         cut.append((shadow, where, params, rows[-1][0]))
+                    elif (table := TableName(schema, name)) in self.gone:
+                        batch.add_drop(table, self.gone[table], datetime.now(timezone.utc))
                 # Once every table is read: only the batch's own transactions can be deferred.
                 unfinished = set()
                 for shadow, where, params, last in cut:
@@ -190,6 +213,13 @@ class MariaDBShadowReader:
                                        self.role_of(user, client), client, None))
         batch.defer(unfinished)
         return batch
+
+    def forget_tables(self, tables: list[TableName]) -> None:
+        """Unregister dropped tables whose drop has landed (their shadow tables stay until purged)."""
+        with self.conn.cursor() as cur:
+            cur.executemany(f"DELETE FROM {my_ident(CAPTURE_SCHEMA)}.`_tables` "
+                            f"WHERE source_schema = %s AND source_table = %s",
+                            [(t.schema, t.table) for t in tables])
 
     @staticmethod
     def _commit_times(cur, txn_ids: list[int]) -> dict:
