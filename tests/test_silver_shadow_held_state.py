@@ -278,3 +278,27 @@ def test_a_batch_of_new_rows_reads_no_bronze_change_row_for_the_transactions_tab
     got = {r["txn_id"]: (r["status"], r["begin_ts"] == template["op_ts"], r["rows_changed"]) for r in rows.collect()}
     assert got == {"T7": ("committed", True, 2), "T8": ("open", True, 0)}
     assert [r["txn_id"] for r in kept.collect()] == ["T8"]
+
+
+def test_a_held_transactions_ddl_is_kept_until_its_transaction_row_arrives(spark, held):
+    """T9's DROP TABLE row lands without its transaction row: the state keeps the statement,
+    and the row T9 gets when its transaction row lands names it (gold.data_quality reads it)."""
+    lake, _ = held
+    store = DeltaRsStore(spark, lake)
+    changes, txns, stream = store.read(CHANGES), store.read(TXNS), store.read(STREAM)
+    template = changes.filter("txn_id = 'T6'").first().asDict()
+    drop = spark.createDataFrame([{**template, "txn_id": "T9", "op": "A", "key": "{}", "old_key": None,
+                                   "values": '{"statement": "DROP TABLE app.t"}', "_source_file": "new", "_line": 1}],
+                                 changes.schema)
+    none, nothing_held = stream.limit(0), spark.createDataFrame([], "txn_id string, begin_ts timestamp")
+    _, kept = shadow_transactions.batch_rows(SOURCE, txns.limit(0), txns, drop, changes.unionByName(drop),
+                                             none, stream, nothing_held)
+    assert [(r.txn_id, r.last_ddl.statement, r.last_ddl.table) for r in kept.collect()] == [("T9", "DROP TABLE app.t", "app.t")]
+    arrived = spark.createDataFrame([{**txns.filter("txn_id = 'T6'").first().asDict(), "txn_id": "T9",
+                                      "_source_file": "later", "_line": 1}], txns.schema)
+    unread = changes.filter(F.raise_error(F.lit("the bronze change rows were read")).isNull())
+    rows, kept = shadow_transactions.batch_rows(SOURCE, arrived, txns.unionByName(arrived), changes.limit(0), unread,
+                                                none, stream, kept)
+    assert [(r.txn_id, r.status, r.ddl, r.ddl_table) for r in rows.collect()] == [
+        ("T9", "committed", "DROP TABLE app.t", "app.t")]
+    assert kept.count() == 0

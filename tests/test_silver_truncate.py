@@ -63,17 +63,20 @@ def pg_position(second: int) -> int:
 
 
 PG_CHECK = "ALTER TABLE shop.customers ADD CONSTRAINT tier_set CHECK (tier IS NOT NULL)"
+PG_DROP = "DROP TABLE shop.customers"
 # P2 updates Ann, truncates, inserts Ann again and Cy: the update is undone by the truncate.
 # P3 updates only Cy's tier (the rest of the row comes from the held image); P5 truncates
-# after an ALTER TABLE, which it does not undo; P7's truncate waits for its transaction row.
+# after an ALTER TABLE, which it does not undo; P7's truncate waits for its transaction row
+# (holding gold back); P8 drops the table (the event trigger's row).
 PG_STEPS = [
     ([pg_txn("P1", 1), pg_txn("P2", 2)],
      [pg_op("P1", 1, 1, "I", 1, customer_id=1, name="ann", tier="a"), pg_op("P1", 1, 2, "I", 2, customer_id=2, name="bob", tier="a"),
       pg_op("P2", 2, 1, "U", 1, name="ann1"), pg_op("P2", 2, 2, "T"),
       pg_op("P2", 2, 3, "I", 1, customer_id=1, name="ann2", tier="b"), pg_op("P2", 2, 4, "I", 3, customer_id=3, name="cy", tier="a")]),
-    ([pg_txn("P3", 3), pg_txn("P4", 4), pg_txn("P5", 5), pg_txn("P6", 6)],
+    ([pg_txn("P3", 3), pg_txn("P4", 4), pg_txn("P5", 5), pg_txn("P6", 6), pg_txn("P8", 8)],
      [pg_op("P3", 3, 1, "U", 3, tier="gold"), pg_op("P4", 4, 1, "I", 4, customer_id=4, name="dee", tier="a"),
-      pg_op("P5", 5, 1, "A", statement=PG_CHECK), pg_op("P5", 5, 2, "T"), pg_op("P6", 6, 1, "I", 5, customer_id=5, name="eve", tier="a"), pg_op("P7", 7, 1, "T")]),
+      pg_op("P5", 5, 1, "A", statement=PG_CHECK), pg_op("P5", 5, 2, "T"), pg_op("P6", 6, 1, "I", 5, customer_id=5, name="eve", tier="a"), pg_op("P7", 7, 1, "T"),
+      pg_op("P8", 8, 1, "A", statement=PG_DROP)]),
 ]
 PG_TABLE = "shop_pg_customers"
 
@@ -151,6 +154,12 @@ def test_the_audit_log_shows_the_postgres_truncates_and_alters_not_what_truncate
         ("INSERT", '{"customer_id":"1"}'), ("INSERT", '{"customer_id":"3"}'), ("UPDATE", '{"customer_id":"3"}'),
         ("INSERT", '{"customer_id":"4"}'), ("TRUNCATE", "{}"), ("ALTER", json.dumps({"statement": PG_CHECK}, separators=(",", ":"))),
         ("INSERT", '{"customer_id":"5"}')]
+
+
+def test_health_counts_the_postgres_alter_and_drop_and_marks_the_table_dropped(spark, truncated):
+    quality = DeltaRsStore(spark, truncated[1].lake).read("gold.data_quality").filter(F.col("source") == "shop_pg")
+    assert [(r.table, r.schema_changes, r.last_schema_change, r.dropped_at) for r in quality.collect()] == [
+        ("shop.customers", 2, PG_DROP, datetime(2026, 3, 2, 9, 0, 8))]
 
 
 def test_a_postgres_truncate_without_its_transaction_row_is_held(spark, truncated):
@@ -332,6 +341,8 @@ def alter_change(position: int, statement: str) -> tuple:
     ("ALTER TABLE customers RENAME COLUMN tier TO level", "renamed: tier -> level"),
     ("ALTER TABLE customers CHANGE email mail VARCHAR(99)", "renamed: email -> mail"),
     ("ALTER TABLE customers DROP COLUMN legacy, ADD INDEX by_city (city)", None),  # nothing declared changes
+    ("DROP TABLE customers", None),  # a shadow drop: health marks it (gold.data_quality)
+    ("DROP TABLE customers /* by DROP SCHEMA shop CASCADE */", None),
 ])
 def test_a_declared_table_stops_at_a_drop_or_rename_of_a_declared_column(spark, statement, stops):
     changes = stream(spark, change(1, "t1", "INSERT", ANN), alter_change(2, statement), change(3, "t3", "INSERT", BOB))

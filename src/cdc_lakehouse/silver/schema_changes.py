@@ -6,8 +6,9 @@ columns (``ADD [COLUMN]``, ``DROP [COLUMN]``, ``RENAME COLUMN a TO b``, ``CHANGE
 becomes one change-stream row: op ``ALTER``, no key, ``row`` ``{"statement": <the DDL>}``, at its
 transaction's sequence (silver/truncates.py makes TRUNCATE rows the same way). At a PostgreSQL
 shadow source an event trigger records each ALTER TABLE of a captured table as a change row of op
-``A`` (values ``{"statement": ...}``), which becomes the same row. No replica applies it as a
-change; the audit log shows it.
+``A`` (values ``{"statement": ...}``), which becomes the same row; so does its DROP TABLE of one
+(and MariaDB's export, finding one gone), which no replica follows either: ``gold.data_quality``
+marks the table dropped. No replica applies such a row as a change; the audit log shows it.
 
 A replica whose types are inferred takes the columns the row images show: an added column
 widens it at once, a dropped one is NULL in rows changed after the DDL, a renamed one continues
@@ -116,7 +117,7 @@ def stop_at_undeclared_change(table: DeclaredTable) -> Column:
     dropped = F.filter(dropped_columns(statement), lambda c: c.isin(*declared))
     renamed = F.transform(F.filter(renamed_columns(statement), lambda p: p["old"].isin(*declared) | undeclared(p["new"])),
                           lambda p: F.concat(p["old"], F.lit(" -> "), p["new"]))
-    breaks = F.size(added) + F.size(dropped) + F.size(renamed) > 0
+    breaks = is_alter_table(statement) & (F.size(added) + F.size(dropped) + F.size(renamed) > 0)
 
     def listed(what: str, columns: Column) -> Column:
         return F.when(F.size(columns) > 0, F.concat(F.lit(f"; {what}: "), F.array_join(columns, ", "))).otherwise(F.lit(""))

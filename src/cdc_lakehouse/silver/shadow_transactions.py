@@ -84,9 +84,9 @@ def _normal(ids: DataFrame, new_txns: DataFrame, all_txns: DataFrame, new_change
 
 
 def _open_with(previous: DataFrame, new_changes: DataFrame) -> DataFrame:
-    """(txn_id, begin_ts) of the held transactions and of those of the new change rows."""
-    both = previous.select("txn_id", "begin_ts").unionByName(tt.first_operations(new_changes))
-    return both.groupBy("txn_id").agg(F.min("begin_ts").alias("begin_ts"))
+    """(txn_id, begin_ts, last_ddl) of the held transactions and of those of the new change rows."""
+    both = tt.with_last_ddl(previous).select("txn_id", "begin_ts", tt.LAST_DDL).unionByName(tt.first_operations(new_changes))
+    return both.groupBy("txn_id").agg(F.min("begin_ts").alias("begin_ts"), F.max(tt.LAST_DDL).alias(tt.LAST_DDL))
 
 
 def _still_open(previous: DataFrame | None, new_changes: DataFrame, all_changes: DataFrame,

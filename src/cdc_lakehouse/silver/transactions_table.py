@@ -18,6 +18,7 @@ from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.contract.corrections import ORIGIN as SNAPSHOT_ORIGIN
+from cdc_lakehouse.silver.truncates import SHADOW_ALTER
 
 
 def change_counts(changes: DataFrame) -> DataFrame:
@@ -112,9 +113,25 @@ def recorded_transactions(txns: DataFrame) -> DataFrame:
     )
 
 
+# A shadow transaction's last DDL (change rows of op A: ALTER or DROP TABLE), latest first by
+# the max of the struct: combining two partial results is their max.
+LAST_DDL = "last_ddl"
+LAST_DDL_TYPE = "struct<op_ts:timestamp,op_seq:long,statement:string,table:string>"
+
+
 def first_operations(changes: DataFrame) -> DataFrame:
-    """(txn_id, begin_ts): when each transaction's first change row says it began."""
-    return changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"))
+    """(txn_id, begin_ts, last_ddl): when each transaction's first change row says it began,
+    and its last DDL statement with the table it names (``LAST_DDL_TYPE``; null: none)."""
+    ddl = F.when(F.col("op") == SHADOW_ALTER, F.struct(
+        "op_ts", F.col("op_seq").cast("long").alias("op_seq"),
+        F.get_json_object("values", "$.statement").alias("statement"),
+        F.concat_ws(".", "schema", "table").alias("table")))
+    return changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"), F.max(ddl).cast(LAST_DDL_TYPE).alias(LAST_DDL))
+
+
+def with_last_ddl(first_ops: DataFrame) -> DataFrame:
+    """``first_ops`` kept before they had ``LAST_DDL`` gain it (none: their DDL was not kept)."""
+    return first_ops if LAST_DDL in first_ops.columns else first_ops.withColumn(LAST_DDL, F.lit(None).cast(LAST_DDL_TYPE))
 
 
 def shadow_rows(source: str, recorded: DataFrame, first_ops: DataFrame, counts: DataFrame) -> DataFrame:
@@ -133,7 +150,7 @@ def shadow_rows(source: str, recorded: DataFrame, first_ops: DataFrame, counts: 
         F.unix_micros("begin_ts").alias("begin_position"),
         *[F.lit(None).cast(t).alias(c) for c, t in
           (("server_id", "long"), ("thread_id", "long"), ("xid", "long"), ("gtid", "string"))],
-        "user", "role", "client", "application", F.lit(None).cast("string").alias("ddl"),
+        "user", "role", "client", "application", F.col(f"{LAST_DDL}.statement").alias("ddl"),
         *_count_columns(), F.lit(None).cast("string").alias("held_because"),
-        F.lit(None).cast("string").alias("ddl_table"),
+        F.col(f"{LAST_DDL}.table").alias("ddl_table"),
     )
