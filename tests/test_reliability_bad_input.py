@@ -118,6 +118,7 @@ TXN_LINES = [
     (_txn("t2", "2026-03-02T09:00:02.000001Z"), "ok"),
     (_txn("t4", "2026-03-02T09:00:04.000001Z"), "ok"),
     (_txn("t5", "2026-03-02T09:00:05.000001Z"), "ok"),
+    (_txn("t6", "2026-03-02T09:00:06.000001Z"), "ok"),
     (json.dumps({"txn_id": "t9", "db_user": "api"}), ("quarantine", "missing end_ts")),
     (_txn("t8", "02/03/2026 09:00"), ("quarantine", "wrong type or unparseable value: end_ts")),
     ('{"txn_id": "t7", "end_ts": "2026-03-02T09:0', ("quarantine", "unparseable line")),
@@ -147,6 +148,8 @@ CHANGE_LINES = [
     (_change("t5", 2, "T", {}), "ok"),
     (_change("t5", 3, "I", {"order_id": 6}, _order(6)), "ok"),
     (_change("t5", 4, "A", {}, {"statement": "ALTER TABLE orders ADD CONSTRAINT positive CHECK (total >= 0)"}), "ok"),
+    # t6: committed: the table dropped (the event trigger's row): no replica change, the table's DDL
+    (_change("t6", 1, "A", {}, {"statement": "DROP TABLE app.orders"}), "ok"),
 ]
 
 LANDED = {
@@ -245,9 +248,11 @@ def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
     assert (statuses["t3"], statuses["t4"]) == ("open", "incomplete")
     held = bronze.filter(F.col("txn_id").isin("t3", "t4")).count()
     quarantined = store.read(f"bronze.{SHADOW}_shadow_changes_quarantine").count()
-    assert (applied, held, quarantined) == (8, 2, 9)
+    assert (applied, held, quarantined) == (9, 2, 9)
     ops = {r["op"]: r["op_count"] for r in changes.filter("txn_id = 't5'").collect()}
     assert ops == {"TRUNCATE": 2, "INSERT": 1, "ALTER": 1}
+    assert [(r.ddl, r.ddl_table) for r in txns.filter("txn_id IN ('t5', 't6')").orderBy("txn_id").collect()] == [
+        ("ALTER TABLE orders ADD CONSTRAINT positive CHECK (total >= 0)", "app.orders"), ("DROP TABLE app.orders", "app.orders")]
     assert applied + held + quarantined == len(CHANGE_LINES)
 
 
