@@ -44,9 +44,8 @@ class Batch:
         self.txns = [r for r in self.txns if r["txn_id"] not in unfinished]
         self.txn_ids = [t for t in self.txn_ids if t not in unfinished]
 
-    def add_drop(self, table: TableName, txn_id: str, at: datetime) -> None:
-        """A DROP TABLE of ``table``, seen ``at``, as a transaction of its own (no user known)."""
-        statement = f"DROP TABLE {my_ident(table.schema)}.{my_ident(table.table)}"
+    def add_drop(self, table: TableName, statement: str, txn_id: str, at: datetime) -> None:
+        """``table``'s DROP TABLE ``statement``, seen ``at``, as a transaction of its own (no user known)."""
         self.changes.setdefault(table, []).append(
             change_row(txn_id, iso_utc(at), 1, "A", {}, None, {"statement": statement}))
         self.txns.append(transaction_row(txn_id, iso_utc(at), None, None, None, None))
@@ -197,7 +196,8 @@ class MariaDBShadowReader:
                     if len(rows) >= limit:
                         cut.append((shadow, where, params, rows[-1][0]))
                     elif (table := TableName(schema, name)) in self.gone:
-                        batch.add_drop(table, self.gone[table], datetime.now(timezone.utc))
+                        batch.add_drop(table, f"DROP TABLE {my_ident(schema)}.{my_ident(name)}", self.gone[table],
+                                       datetime.now(timezone.utc))
                 # Once every table is read: only the batch's own transactions can be deferred.
                 unfinished = set()
                 for shadow, where, params, last in cut:
