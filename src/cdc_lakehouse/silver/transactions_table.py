@@ -126,6 +126,8 @@ def first_operations(changes: DataFrame) -> DataFrame:
         "op_ts", F.col("op_seq").cast("long").alias("op_seq"),
         F.get_json_object("values", "$.statement").alias("statement"),
         F.concat_ws(".", "schema", "table").alias("table")))
+    # The cast makes the struct's fields nullable: the kept state is a Delta table, which refuses
+    # a null under a field the plan says cannot be null (concat_ws never is).
     return changes.groupBy("txn_id").agg(F.min("op_ts").alias("begin_ts"), F.max(ddl).cast(LAST_DDL_TYPE).alias(LAST_DDL))
 
 
