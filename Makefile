@@ -19,15 +19,10 @@ $(VENV)/.installed: pyproject.toml setup.py
 
 # The demo lands into a copy of fixtures/landing: snapshot reconcile writes its corrections
 # into the landing folder, and the fixtures stay as committed.
+# `cdc-lakehouse demo` prints and runs each of its commands, all in one Python and Spark process.
 demo: install
 	rm -rf $(DEMO_LANDING) && mkdir -p $(dir $(DEMO_LANDING)) && cp -r fixtures/landing $(DEMO_LANDING)
-	$(BIN)/cdc-lakehouse run --landing $(DEMO_LANDING) --lake $(LAKE) --full-refresh
-	$(BIN)/cdc-lakehouse snapshot reconcile --landing $(DEMO_LANDING) --lake $(LAKE)
-	$(BIN)/cdc-lakehouse run --landing $(DEMO_LANDING) --lake $(LAKE)
-	$(BIN)/cdc-lakehouse tables --lake $(LAKE)
-	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.landing_summary ORDER BY source, bronze_table"
-	$(BIN)/cdc-lakehouse sql --lake $(LAKE) "SELECT * FROM gold.replication_health"
-	$(BIN)/cdc-lakehouse dashboard --lake $(LAKE) --out $(LAKE)/dashboard.html
+	$(BIN)/cdc-lakehouse demo --landing $(DEMO_LANDING) --lake $(LAKE)
 
 # PostgreSQL and MariaDB binaries for the live capture tests (installed, never started here).
 services:

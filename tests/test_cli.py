@@ -1,13 +1,15 @@
-"""The CLI names acceptance tests rely on: run, pipeline run, tables, sql."""
+"""The CLI names acceptance tests rely on: run, pipeline run, tables, sql, demo."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
-from cdc_lakehouse.cli import build_parser, main
+from cdc_lakehouse.cli import DEMO_STEPS, build_parser, main
 from lake_helpers import REPO, write_jsonl
 
 
@@ -34,6 +36,17 @@ def test_sql_json_answers_from_the_lake(demo_lake, capsys):
     assert [(r["user"], r["role"]) for r in rows] == [
         ("alice", "app_writer"), ("bob", "app_writer"), ("carol", "support"), ("dave", "admin"),
     ]
+
+
+def test_each_demo_step_is_a_command_the_user_can_run_again(demo_lake, tmp_path):
+    """``make demo`` runs DEMO_STEPS in one process and prints each as a command line."""
+    commands = set()
+    for step in DEMO_STEPS:
+        argv = shlex.split(shlex.join([p.format(landing=tmp_path, lake=demo_lake) for p in step]))
+        args = build_parser().parse_args(argv)  # exits on an argument the command does not take
+        assert Path(args.lake) == demo_lake
+        commands.add(args.func.__name__)
+    assert commands == {"cmd_run", "cmd_reconcile", "cmd_tables", "cmd_sql", "cmd_dashboard"}
 
 
 def test_rerun_of_the_demo_reads_nothing_new(demo_lake_copy, capsys):

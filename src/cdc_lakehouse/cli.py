@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from datetime import date, datetime
 from decimal import Decimal
@@ -166,6 +167,32 @@ def cmd_sql(args) -> int:
     return 0
 
 
+# What ``make demo`` runs. One process for all of them: as seven commands, each started its own
+# Python and Spark JVM, which together took about as long as the two pipeline updates.
+DEMO_STEPS: tuple[tuple[str, ...], ...] = (
+    ("run", "--landing", "{landing}", "--lake", "{lake}", "--full-refresh"),
+    ("snapshot", "reconcile", "--landing", "{landing}", "--lake", "{lake}"),
+    ("run", "--landing", "{landing}", "--lake", "{lake}"),
+    ("tables", "--lake", "{lake}"),
+    ("sql", "--lake", "{lake}", "SELECT * FROM gold.landing_summary ORDER BY source, bronze_table"),
+    ("sql", "--lake", "{lake}", "SELECT * FROM gold.replication_health"),
+    ("dashboard", "--lake", "{lake}", "--out", "{lake}/dashboard.html"),
+)
+
+
+def cmd_demo(args) -> int:
+    """Each step is the command it prints, so a user can run any of them again on its own."""
+    from rich.markup import escape
+
+    for step in DEMO_STEPS:
+        argv = [part.format(landing=args.landing, lake=args.lake) for part in step]
+        console.print(f"[bold]$ cdc-lakehouse {escape(shlex.join(argv))}[/bold]")
+        code = main(argv)
+        if code:
+            return code
+    return 0
+
+
 def _first_paragraph(message: str) -> str:
     """Spark's error without the query plan or JVM stack trace it appends."""
     lines = []
@@ -234,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--limit", type=positive_int, default=1000,
                      help="print at most this many rows (default 1000; a note says when more match)")
     sql.set_defaults(func=cmd_sql)
+
+    demo = sub.add_parser("demo", help="what make demo runs: two updates around a snapshot reconcile, then a look "
+                                       "at the lake, in one process")
+    demo.add_argument("--landing", required=True, type=landing_dir,
+                      help="a copy of fixtures/landing: snapshot reconcile writes its corrections there")
+    demo.add_argument("--lake", default=".lake", help="the lake directory (default .lake)")
+    demo.set_defaults(func=cmd_demo)
 
     add_capture_commands(sub)
     add_remote_commands(sub)
