@@ -300,7 +300,7 @@ def test_a_mariadb_drop_table_lands_once_after_the_tables_last_rows(tmp_path):
     txns, changes = _landed(tmp_path / "s", table)
     assert [(r["op"], r["values"]) for r in changes] == [
         ("I", {"id": 1, "v": 1}), ("I", {"id": 2, "v": 2}), ("I", {"id": 3, "v": 3}),
-        ("A", {"statement": f"DROP TABLE {src[:-5]}`items`"})]  # both names quoted
+        ("A", {"statement": f"DROP TABLE {my_ident(table.schema)}.`items`"})]  # both names quoted
     [drop] = [t for t in txns if t["txn_id"] == changes[-1]["txn_id"]]
     assert drop["end_ts"] > max(t["end_ts"] for t in txns if t is not drop) and drop["db_user"] is None
 
