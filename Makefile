@@ -3,6 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+DELTA_JARS := $(VENV)/share/cdc-lakehouse/delta-jars
 LAKE ?= .lake
 DEMO_LANDING ?= .demo/landing
 
@@ -10,11 +11,17 @@ DEMO_LANDING ?= .demo/landing
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py
+$(VENV)/.installed: pyproject.toml setup.py jars/pom.xml
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[local,dev]'
+	# delta-spark's jars, once, into the venv: Spark loads them from there (runtime/session.py)
+	# and never downloads anything at run time. Spark itself ships every other dependency.
+	rm -rf $(DELTA_JARS)
+	mvn -q -f jars/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DincludeGroupIds=io.delta,io.unitycatalog -DoutputDirectory=$(abspath $(DELTA_JARS))
 	touch $@
 
 # The demo lands into a copy of fixtures/landing: snapshot reconcile writes its corrections

@@ -9,12 +9,44 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+# Where `make install` puts delta-spark's jars (jars/pom.xml): inside the venv, so a venv made
+# again has its own, and nothing is downloaded when a session starts.
+DELTA_JARS = Path(sys.prefix) / "share" / "cdc-lakehouse" / "delta-jars"
+
+
+def delta_jars(folder: Path | None = None) -> list[Path]:
+    """The jars of delta-spark and its own dependencies; a clear error when not installed."""
+    folder = Path(os.environ.get("CDC_LAKEHOUSE_DELTA_JARS", folder or DELTA_JARS))
+    jars = sorted(folder.glob("*.jar"))
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise RuntimeError(f"delta-spark's jars are not installed in {folder}: run `make install` "
+                           "(it fetches them from Maven Central with mvn, once)")
+    return jars
+
+
+def with_delta(builder: SparkSession.Builder, jars: list[Path]) -> SparkSession.Builder:
+    """What ``configure_spark_with_delta_pip`` sets, from installed jars instead of
+    ``spark.jars.packages`` (which resolves and downloads them when the session starts)."""
+    return (
+        builder.config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        # Pipeline files carry Databricks' table properties (delta.targetFileSize, ...), which
+        # open-source Delta does not know: kept on the table, as Databricks keeps them.
+        .config("spark.databricks.delta.allowArbitraryProperties.enabled", "true")
+        # A table's state is rebuilt from its log by a Spark job with 50 partitions by default,
+        # sized for large tables on a cluster; a local table's log is a few files.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists a table's files in as many tasks as this (default 10,000 tasks, minutes
+        # on two cores); Spark's own partition discovery of many paths uses it too.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
+    )
 
 
 def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
     """A small local session: two cores, few shuffle partitions, UTC, no UI."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
+    builder = (
         SparkSession.builder.master(os.environ.get("CDC_LAKEHOUSE_SPARK_MASTER", "local[2]"))
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", "2")
@@ -41,7 +73,7 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         # The throughput collector: batch jobs on two cores gain from it what G1 spends on short
         # pauses (the 10M snapshot benchmark's incremental step: 53.5 s against 58.9 s, mean of 4).
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()} -XX:+UseParallelGC")
-        .getOrCreate()
     )
+    spark = with_delta(builder, delta_jars()).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
