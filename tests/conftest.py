@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lakehouse.runtime.session import get_spark
+from cdc_lakehouse.storage import ENGINES, DeltaRsStore, DeltaSparkStore
 
 
 from tiny_data import TINY_DATA  # noqa: E402
@@ -22,6 +23,13 @@ def spark():
         session.conf.set(key, value)
     yield session
     session.stop()
+
+
+@pytest.fixture(params=ENGINES)
+def make_store(request, spark):
+    """A store of each engine that remains: the store's behavioural tests run against every one."""
+    engine = {"delta-spark": DeltaSparkStore, "delta-rs": DeltaRsStore}[request.param]
+    return lambda lake, **options: engine(spark, lake, **options)
 
 
 @pytest.fixture(scope="session")

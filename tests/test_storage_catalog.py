@@ -1,4 +1,4 @@
-"""The Unity Catalog store (the job steps' on Databricks) and the delta-rs store (local) behave
+"""The Unity Catalog store (the job steps' on Databricks) and the lake stores (local) behave
 alike for every table operation the job steps use. CatalogStore runs here on Spark's local
 session catalog (``spark_catalog``, Parquet tables in a temporary schema): the same Spark calls
 it makes on Unity Catalog, which are the store's only code."""
@@ -8,17 +8,17 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.storage import CatalogStore, DeltaRsStore
+from cdc_lakehouse.storage import ENGINES, CatalogStore, DeltaRsStore, DeltaSparkStore
 
 SCHEMA = "catalog_store_test"  # not bronze/silver/gold: the session catalog is shared by the run
 TABLE = f"{SCHEMA}.items"
 ROWS = "id long, v string"
 
 
-@pytest.fixture(params=["catalog", "delta_rs"])
+@pytest.fixture(params=["catalog", *ENGINES])
 def store(request, spark, tmp_path):
-    if request.param == "delta_rs":
-        yield DeltaRsStore(spark, tmp_path / "lake")
+    if request.param != "catalog":
+        yield {"delta-spark": DeltaSparkStore, "delta-rs": DeltaRsStore}[request.param](spark, tmp_path / "lake")
         return
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA} LOCATION '{(tmp_path / 'warehouse').as_uri()}'")
     try:
@@ -51,7 +51,7 @@ def test_row_count_and_column_max(spark, store):
 
 def test_only_the_local_store_reads_by_version(store):
     # Compaction recomputes what a versioned store would take from the table's new versions.
-    assert store.versioned() is isinstance(store, DeltaRsStore)
+    assert store.versioned() is not isinstance(store, CatalogStore)
 
 
 def test_the_catalog_store_loads_without_deltalake():

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lakehouse.storage import Commit, ConcurrentCommit, DeltaRsStore, UpsertSpec
+from cdc_lakehouse.storage import Commit, ConcurrentCommit, UpsertSpec
 
 
-def test_a_merge_that_changes_nothing_still_records_the_writers_version(spark, tmp_path):
+def test_a_merge_that_changes_nothing_still_records_the_writers_version(make_store, spark, tmp_path):
     """delta-rs commits nothing for a MERGE of no rows; a batch that applies nothing (all of it
     re-delivered) must still count as written, or it is re-run at every update and nothing
     after it is ever read."""
-    store = DeltaRsStore(spark, tmp_path)
+    store = make_store(tmp_path)
     spec = UpsertSpec(("k",))
     store.upsert("s.t", spark.createDataFrame([(1, "a")], "k long, v string"), spec, Commit("flow", 0))
     store.upsert("s.t", spark.createDataFrame([], "k long, v string"), spec, Commit("flow", 1))
@@ -19,9 +19,9 @@ def test_a_merge_that_changes_nothing_still_records_the_writers_version(spark, t
     assert store.read("s.t").collect() == [(1, "a")]
 
 
-def _racing_append(spark, lake, table: str, commit: Commit):
+def _racing_append(make_store, spark, lake, table: str, commit: Commit):
     """A commit hook: just before the store commits, another writer commits the same batch."""
-    other = DeltaRsStore(spark, lake)
+    other = make_store(lake)
 
     def hook(stage: str, name: str) -> None:
         if stage == "before" and name == table:
@@ -29,13 +29,13 @@ def _racing_append(spark, lake, table: str, commit: Commit):
     return hook
 
 
-def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(spark, tmp_path):
+def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(make_store, spark, tmp_path):
     """Two updates on one lake past its lock (issue 41 case 2): whichever commits the batch
     first wins; the other stops with a clear error, and the table has the batch once."""
-    store = DeltaRsStore(spark, tmp_path)
+    store = make_store(tmp_path)
     rows = spark.createDataFrame([(1, "a")], "k long, v string")
     store.append("s.t", rows, Commit("flow", 0))
-    store.commit_hook = _racing_append(spark, tmp_path, "s.t", Commit("flow", 1))
+    store.commit_hook = _racing_append(make_store, spark, tmp_path, "s.t", Commit("flow", 1))
     with pytest.raises(ConcurrentCommit, match="batch 1 of flow: two updates ran on the lake at once"):
         store.append("s.t", rows, Commit("flow", 1))
     assert store.read("s.t").count() == 2 and store.committed_version("s.t", "flow") == 1
@@ -44,18 +44,18 @@ def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(spark, tmp_pa
     assert store.read("s.t").count() == 2
 
 
-def test_a_first_batch_already_in_is_not_appended_again(spark, tmp_path):
+def test_a_first_batch_already_in_is_not_appended_again(make_store, spark, tmp_path):
     """Batch 0 counts as in like any other (its version, 0, is no absence of one)."""
-    store = DeltaRsStore(spark, tmp_path)
+    store = make_store(tmp_path)
     rows = spark.createDataFrame([(1, "a")], "k long, v string")
     store.append("s.t", rows, Commit("flow", 0))
     store.append("s.t", rows, Commit("flow", 0))
     assert store.read("s.t").count() == 1
 
 
-def test_a_table_created_by_a_racing_writer_is_not_appended_to(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path)
-    store.commit_hook = _racing_append(spark, tmp_path, "s.t", Commit("flow", 0))
+def test_a_table_created_by_a_racing_writer_is_not_appended_to(make_store, spark, tmp_path):
+    store = make_store(tmp_path)
+    store.commit_hook = _racing_append(make_store, spark, tmp_path, "s.t", Commit("flow", 0))
     with pytest.raises(ConcurrentCommit):
         store.append("s.t", spark.createDataFrame([(1, "a")], "k long, v string"), Commit("flow", 0))
     assert store.read("s.t").count() == 1

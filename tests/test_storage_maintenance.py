@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.storage import DeltaRsStore
-
 TABLE = "silver.items"
 
 
-def three_appends(spark, store: DeltaRsStore) -> None:
+def three_appends(spark, store) -> None:
     for i in range(3):
         store.append(TABLE, spark.createDataFrame([(i, f"v{i}")], "id long, v string"))
 
 
-def test_drop_deletes_the_table_and_a_new_one_can_take_its_name(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_drop_deletes_the_table_and_a_new_one_can_take_its_name(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     three_appends(spark, store)
     old_id = store.table_id(TABLE)
     store.drop(TABLE)
@@ -30,16 +28,16 @@ def test_drop_deletes_the_table_and_a_new_one_can_take_its_name(spark, tmp_path)
     assertDataFrameEqual(store.read(TABLE), spark.createDataFrame([(9, "new")], "id long, v string"))
 
 
-def test_delete_where_deletes_the_selected_rows_and_counts_them(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_delete_where_deletes_the_selected_rows_and_counts_them(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     three_appends(spark, store)
     assert store.delete_where(TABLE, "id >= 1") == 2
     assert store.delete_where(TABLE, "id >= 1") == 0
     assertDataFrameEqual(store.read(TABLE), spark.createDataFrame([(0, "v0")], "id long, v string"))
 
 
-def test_optimize_then_vacuum_leave_one_file_with_the_same_rows(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_optimize_then_vacuum_leave_one_file_with_the_same_rows(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     three_appends(spark, store)
     before = store.read(TABLE)
     expected = spark.createDataFrame(before.collect(), before.schema)
@@ -50,8 +48,8 @@ def test_optimize_then_vacuum_leave_one_file_with_the_same_rows(spark, tmp_path)
     assertDataFrameEqual(store.read(TABLE), expected)
 
 
-def test_history_lists_the_commits_newest_first(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_history_lists_the_commits_newest_first(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     three_appends(spark, store)
     store.delete_where(TABLE, "id = 0")
     history = store.history(TABLE)
@@ -60,6 +58,6 @@ def test_history_lists_the_commits_newest_first(spark, tmp_path):
     assert [c["version"] for c in store.history(TABLE, 1)] == [3]
 
 
-def test_a_lake_has_versions(spark, tmp_path):
+def test_a_lake_has_versions(make_store, spark, tmp_path):
     """Compaction reads only what was appended since its last run where the store has versions."""
-    assert DeltaRsStore(spark, tmp_path / "lake").versioned()
+    assert make_store(tmp_path / "lake").versioned()

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.storage import DeltaRsStore
+
 
 SEQUENCE = "sequence struct<position: bigint, txn: string>"
 
 
-def test_column_max_from_file_statistics_equals_spark(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_column_max_from_file_statistics_equals_spark(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     store.append("silver.changes", spark.createDataFrame([((7, "a"),), ((3, "b"),)], SEQUENCE))
     store.append("silver.changes", spark.createDataFrame([((5, "c"),), (None,)], SEQUENCE))
     expected = store.read("silver.changes").agg(F.max("sequence.position")).first()[0]
     assert store.column_max("silver.changes", "sequence.position") == expected == 7
 
 
-def test_column_max_of_a_column_without_statistics_or_values(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+def test_column_max_of_a_column_without_statistics_or_values(make_store, spark, tmp_path):
+    store = make_store(tmp_path / "lake")
     store.append("silver.changes", spark.createDataFrame([(None,)], SEQUENCE))
     assert store.column_max("silver.changes", "sequence.position") is None
     store.append("silver.changes", spark.createDataFrame([((4, "x"),)], SEQUENCE))

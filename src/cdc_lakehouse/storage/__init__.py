@@ -1,23 +1,46 @@
 """The storage seam: every read and write of a Delta table goes through a ``TableStore``.
 
-Locally tables are committed by delta-rs (``DeltaRsStore``). On Databricks the pipeline's
-tables are Databricks' own and never pass through here; the job steps that read them
-(``snapshot reconcile``, ``housekeeping``) read and write them through ``CatalogStore`` (Unity Catalog, docs/databricks.md).
-Nothing else in the project touches table files.
+A local lake's tables are written by delta-spark (``DeltaSparkStore``), the engine Databricks
+runs; ``LakeStore`` opens a lake with it. ``DeltaRsStore`` (delta-rs, writes handed over as
+Arrow through the driver) is kept for comparison in the benchmarks and the store's behavioural
+tests: ``CDC_LAKEHOUSE_ENGINE=delta-rs`` makes it the lake's engine (docs/storage.md). On
+Databricks the pipeline's tables are Databricks' own and never pass through here; the job steps
+that read them (``snapshot reconcile``, ``housekeeping``) read and write them through
+``CatalogStore`` (Unity Catalog, docs/databricks.md). Nothing else in the project touches table
+files.
 """
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import SparkSession
 
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, TableStore, UpsertSpec,
 )
 from cdc_lakehouse.storage.catalog import CatalogStore
+from cdc_lakehouse.storage.delta_spark import DeltaSparkStore
 
 if TYPE_CHECKING:
     from cdc_lakehouse.storage.delta_rs import DeltaRsStore
 
 __all__ = ["CatalogStore", "Commit", "ConcurrentCommit", "TableInfo", "TableStore", "UpsertSpec", "DeltaRsStore",
-           "StreamingSourceChanged"]
+           "DeltaSparkStore", "LakeStore", "ENGINES", "StreamingSourceChanged"]
+
+ENGINES = ("delta-spark", "delta-rs")
+
+
+def LakeStore(spark: SparkSession, lake: str | Path, commit_hook=None) -> Any:
+    """The store of a local lake, on the engine ``CDC_LAKEHOUSE_ENGINE`` names (delta-spark)."""
+    engine = os.environ.get("CDC_LAKEHOUSE_ENGINE", ENGINES[0])
+    if engine == "delta-rs":
+        from cdc_lakehouse.storage.delta_rs import DeltaRsStore
+
+        return DeltaRsStore(spark, lake, commit_hook=commit_hook)
+    if engine != "delta-spark":
+        raise ValueError(f"CDC_LAKEHOUSE_ENGINE={engine!r}: the engines are {', '.join(ENGINES)}")
+    return DeltaSparkStore(spark, lake, commit_hook=commit_hook)
 
 
 def __getattr__(name: str) -> Any:

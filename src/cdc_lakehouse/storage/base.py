@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from pyspark.sql import DataFrame
@@ -115,3 +117,35 @@ class TableStore(Protocol):
     def history(self, name: str, limit: int | None = None) -> list[dict]:
         """The table's commits, newest first: operation, parameters and metrics of each."""
         ...
+
+
+DEFAULT_SCHEMA = "default"
+
+
+def lake_table_path(lake: Path, name: str) -> Path:
+    """Where a lake keeps table ``schema.table``: ``<lake>/<schema>/<table>`` (a catalog prefix
+    has no meaning locally; a bare name is in schema ``default``)."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        parts = [DEFAULT_SCHEMA, *parts]
+    return lake / parts[-2] / parts[-1]
+
+
+def where_predicate(where: dict[str, list]) -> str:
+    """``(a = 1 AND b IS NULL) OR (...)``: one conjunction per value tuple of ``replace_where``."""
+    columns = list(where)
+    tuples = zip(*(where[c] for c in columns))
+    return " OR ".join("(" + " AND ".join(_equals(c, v) for c, v in zip(columns, values)) + ")" for values in tuples)
+
+
+def _equals(column: str, value) -> str:
+    name = f"`{column}`"
+    if value is None:
+        return f"{name} IS NULL"
+    if isinstance(value, bool):
+        return f"{name} = {str(value).lower()}"
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return f"{name} = {value!r}"
+    if isinstance(value, str):
+        return f"{name} = '" + value.replace("'", "''") + "'"
+    raise ValueError(f"no SQL literal for {value!r} of column {column}")

@@ -7,7 +7,6 @@ collected on the driver. Writes hand Spark's batch to delta-rs as Arrow (arrow_h
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
@@ -20,11 +19,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
-from cdc_lakehouse.storage.base import Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec
+from cdc_lakehouse.storage.base import (
+    Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
+)
 from cdc_lakehouse.paths import glob_literal, local_path
-
-DEFAULT_SCHEMA = "default"
-
 
 class DeltaRsStore:
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
@@ -47,11 +45,7 @@ class DeltaRsStore:
 
     # -- naming -----------------------------------------------------------------------------
     def path(self, name: str) -> Path:
-        parts = name.split(".")
-        if len(parts) == 1:
-            parts = [DEFAULT_SCHEMA, *parts]
-        schema, table = parts[-2], parts[-1]  # a catalog prefix has no meaning locally
-        return self.lake / schema / table
+        return lake_table_path(self.lake, name)
 
     def _table(self, name: str, version: int | None = None) -> DeltaTable | None:
         """The table's snapshot at ``version`` (None: the latest), loaded once per store: an
@@ -168,7 +162,7 @@ class DeltaRsStore:
         return self._write(name, df, "overwrite", commit, **table_opts)
 
     def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
-        predicate = _where_predicate(where)
+        predicate = where_predicate(where)
         with arrow_batch(df, self.stage_above_bytes) as batch:
             self._around_commit("before", name)
             write_deltalake(str(self.path(name)), batch.data, mode="overwrite", predicate=predicate,
@@ -290,26 +284,6 @@ class DeltaRsStore:
 
     def history(self, name: str, limit: int | None = None) -> list[dict]:
         return self._existing(name).history(limit)
-
-
-def _where_predicate(where: dict[str, list]) -> str:
-    """``(a = 1 AND b IS NULL) OR (...)``: one conjunction per value tuple."""
-    columns = list(where)
-    tuples = zip(*(where[c] for c in columns))
-    return " OR ".join("(" + " AND ".join(_equals(c, v) for c, v in zip(columns, values)) + ")" for values in tuples)
-
-
-def _equals(column: str, value) -> str:
-    name = f"`{column}`"
-    if value is None:
-        return f"{name} IS NULL"
-    if isinstance(value, bool):
-        return f"{name} = {str(value).lower()}"
-    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
-        return f"{name} = {value!r}"
-    if isinstance(value, str):
-        return f"{name} = '" + value.replace("'", "''") + "'"
-    raise ValueError(f"no SQL literal for {value!r} of column {column}")
 
 
 def _creation(path: str) -> tuple[int, int] | None:

@@ -1,0 +1,367 @@
+"""Local Delta tables written by delta-spark, the engine Databricks runs.
+
+Every write is a Spark job of the tasks (``DataFrameWriter.save`` in Delta format, or
+``DeltaTable.merge``): no row passes through the driver. The driver reads only the Delta log:
+the snapshot of a table (``DeltaLog``, the object delta-spark's own commands use) for its
+version, id and app transactions, and the JSON commit files for what a commit did.
+
+Exactly-once: a writer's ``Commit`` is Delta's app transaction (``txnAppId``/``txnVersion``,
+as a foreachBatch writer sets them; for MERGE, the session settings Delta reads for DML). Delta
+skips a write whose version the table already holds. A batch that a racing writer committed
+while this one wrote is reported as ``ConcurrentCommit``, whether Delta's optimistic concurrency
+refused the commit or the race ended before this writer's transaction began.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyspark.errors import PySparkException
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_lakehouse.paths import glob_literal
+from cdc_lakehouse.storage.base import (
+    Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
+)
+
+# Delta's exceptions for a commit that another writer's commit made impossible.
+_CONCURRENT = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+               "ConcurrentTransactionException", "ConcurrentWriteException", "MetadataChangedException",
+               "ProtocolChangedException")
+# The settings delta-spark reads for a DML command's app transaction and commit metadata.
+_DML_SETTINGS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion",
+                 "spark.databricks.delta.commitInfo.userMetadata")
+# How many commits back a writer looks for its own: others' commits after it are a race.
+_RACING_COMMITS = 16
+
+
+class DeltaSparkStore:
+    """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
+
+    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None):
+        self.spark = spark
+        self.lake = Path(lake).resolve()
+        # Called as hook("before"|"after", table) around every data commit: the seam where
+        # reliability tests stop a run, as a crash would, at every commit point.
+        self.commit_hook = commit_hook
+
+    def path(self, name: str) -> Path:
+        return lake_table_path(self.lake, name)
+
+    def _uri(self, name: str) -> str:
+        return str(self.path(name))
+
+    # -- the Delta log ----------------------------------------------------------------------
+    def _log(self, name: str):
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self._uri(name))
+
+    def _snapshot(self, name: str):
+        """The latest snapshot, or None when there is no table."""
+        if not (self.path(name) / "_delta_log").is_dir():
+            return None
+        log = self._log(name)
+        snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+        return None if snapshot.version() < 0 else snapshot
+
+    def _existing(self, name: str):
+        snapshot = self._snapshot(name)
+        if snapshot is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
+        return snapshot
+
+    def _commit_file(self, name: str, version: int) -> list[dict]:
+        with open(self.path(name) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    # -- reads ------------------------------------------------------------------------------
+    def exists(self, name: str) -> bool:
+        return self._snapshot(name) is not None
+
+    def versioned(self) -> bool:
+        return True
+
+    def version(self, name: str) -> int | None:
+        snapshot = self._snapshot(name)
+        return None if snapshot is None else int(snapshot.version())
+
+    def table_id(self, name: str) -> str | None:
+        """Delta's id of the table: kept by every later write, new when it is created again."""
+        snapshot = self._snapshot(name)
+        return None if snapshot is None else str(snapshot.metadata().id())
+
+    def committed_version(self, name: str, app_id: str) -> int | None:
+        snapshot = self._snapshot(name)
+        if snapshot is None:
+            return None
+        found = snapshot.transactions().get(app_id)
+        return int(found.get()) if found.isDefined() else None
+
+    def read(self, name: str, version: int | None = None) -> DataFrame:
+        self._existing(name)
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self._uri(name))
+
+    def column_max(self, name: str, column: str):
+        return self.read(name).agg(F.max(column)).collect()[0][0]  # an aggregate has one row
+
+    def row_count(self, name: str) -> int:
+        return self.read(name).count()  # delta-spark answers from the log's statistics
+
+    def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
+        """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and how
+        many (from the commits' statistics), as Delta's streaming source reads an append-only
+        table: the files the commits between added, refused when a commit removed one."""
+        if after is None:
+            table = self.read(name, up_to)
+            return table, table.count()
+        added: list[tuple[str, int | None]] = []
+        for version in range(after + 1, up_to + 1):
+            for action in self._commit_file(name, version):
+                removed = action.get("remove")
+                if removed is not None and removed.get("dataChange", True):
+                    raise StreamingSourceChanged(
+                        f"{name}: a file was removed or rewritten between versions {after} and {up_to}; a "
+                        "streaming read needs an append-only source (full-refresh the reader, or read it as a batch)")
+                add = action.get("add")
+                if add is not None and add.get("dataChange", True):
+                    added.append((add["path"], _num_records(add)))
+        schema = self.read(name, up_to).schema
+        if not added:
+            return self.spark.createDataFrame([], schema), 0
+        df = self._files(name, schema, [p for p, _ in added])
+        counts = [n for _, n in added if n is not None]
+        return df, sum(counts) if len(counts) == len(added) else df.count()
+
+    def _files(self, name: str, schema: T.StructType, paths: list[str]) -> DataFrame:
+        root = self.path(name)
+        files = [glob_literal(str(root / _unquote(p))) for p in paths]
+        return self.spark.read.schema(schema).option("basePath", str(root)).parquet(*files)
+
+    def list_tables(self) -> list[TableInfo]:
+        infos = []
+        for log in sorted(self.lake.glob("*/*/_delta_log")):
+            name = f"{log.parent.parent.name}.{log.parent.name}"
+            snapshot = self._snapshot(name)
+            if snapshot is None:
+                continue
+            infos.append(TableInfo(name=name, path=str(log.parent), version=int(snapshot.version()),
+                                   row_count=self.row_count(name), properties=_configuration(snapshot)))
+        return infos
+
+    # -- writes -----------------------------------------------------------------------------
+    def append(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
+        return self._save(name, df, "append", commit, **table_opts)
+
+    def overwrite(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int:
+        return self._save(name, df, "overwrite", commit, **table_opts)
+
+    def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
+        return self._save(name, df, "overwrite", commit, replace_where=where_predicate(where))
+
+    def _save(self, name: str, df: DataFrame, mode: str, commit: Commit | None, partition_by=None,
+              properties=None, comment=None, replace_where: str | None = None) -> int:
+        writer = df.write.format("delta").mode(mode)
+        if replace_where is not None:
+            writer = writer.option("replaceWhere", replace_where)
+        elif mode == "overwrite":
+            writer = writer.option("overwriteSchema", "true")
+        else:
+            writer = writer.option("mergeSchema", "true")
+        if partition_by and replace_where is None:
+            writer = writer.partitionBy(*partition_by)
+        if commit is not None:
+            writer = writer.option("txnAppId", commit.app_id).option("txnVersion", commit.version)
+        if not self.exists(name):  # Delta's own settings take effect from the first version on
+            writer = writer.options(**{k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")})
+        with self._committing(name, commit) as token:
+            writer.option("userMetadata", token).save(self._uri(name))
+        rows = self._rows_committed(name, token)
+        self._set_properties(name, properties, comment)
+        return rows
+
+    def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
+        """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
+        flag = spec.delete_flag
+        if not self.exists(name):
+            kept = df if flag is None else df.filter(~F.col(flag)).drop(flag)
+            return self._save(name, kept, "append", commit, **table_opts)
+        from delta.tables import DeltaTable
+
+        columns = [c for c in df.columns if c != flag]
+        keys = (*spec.keys, *spec.extra_match_columns)
+        match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in columns}
+        keep = "true" if flag is None else f"NOT s.`{flag}`"
+        merge = (DeltaTable.forPath(self.spark, self._uri(name)).alias("t")
+                 .merge(df.alias("s"), match).withSchemaEvolution())
+        if flag is not None:
+            merge = merge.whenMatchedDelete(f"s.`{flag}`")
+        merge = merge.whenMatchedUpdate(keep, values).whenNotMatchedInsert(keep, values)
+        with self._committing(name, commit) as token, self._dml_settings(commit, token):
+            merge.execute()
+        return self._rows_committed(name, token)
+
+    @contextmanager
+    def _committing(self, name: str, commit: Commit | None) -> Iterator[str]:
+        """Around one write: the commit hook, and the racing writer's batch reported as such.
+        Yields the token the commit carries as its user metadata, by which it is found again."""
+        token = uuid.uuid4().hex
+        held = None if commit is None else self.committed_version(name, commit.app_id)
+        self._around_commit("before", name)
+        try:
+            yield token
+        except (Py4JJavaError, PySparkException) as exc:
+            if commit is not None and _concurrent(exc):
+                raise ConcurrentCommit(name, commit) from exc
+            raise
+        if commit is not None and (held is None or held < commit.version) and self._find(name, token) is None:
+            # Delta skipped the write: the batch was not in when this writer looked, and is now.
+            raise ConcurrentCommit(name, commit)
+        self._around_commit("after", name)
+
+    @contextmanager
+    def _dml_settings(self, commit: Commit | None, token: str) -> Iterator[None]:
+        conf = self.spark.conf
+        values = (None, None, token) if commit is None else (commit.app_id, str(commit.version), token)
+        for key, value in zip(_DML_SETTINGS, values):
+            if value is not None:
+                conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in _DML_SETTINGS:
+                conf.unset(key)
+
+    def _find(self, name: str, token: str) -> dict | None:
+        """The commitInfo of this writer's commit, looked for from the newest version down (a
+        racing writer may have committed after it)."""
+        newest = self.version(name)
+        if newest is None:
+            return None
+        for v in range(newest, max(newest - _RACING_COMMITS, -1), -1):
+            for action in self._commit_file(name, v):
+                info = action.get("commitInfo")
+                if info is not None and info.get("userMetadata") == token:
+                    return info
+        return None
+
+    def _rows_committed(self, name: str, token: str) -> int:
+        """Rows the commit wrote (a MERGE: rows of its source), from its metrics; 0 when Delta
+        skipped the write because the table already held the batch."""
+        info = self._find(name, token)
+        if info is None:
+            return 0
+        metrics = info.get("operationMetrics") or {}
+        for key in ("numSourceRows", "numOutputRows"):
+            if key in metrics:
+                return int(metrics[key])
+        return 0
+
+    def _around_commit(self, stage: str, name: str) -> None:
+        if self.commit_hook is not None:
+            self.commit_hook(stage, name)
+
+    def _set_properties(self, name: str, properties: dict | None, comment: str | None) -> None:
+        """Pipeline properties (``quality``, ``pipelines.*``) and Delta's own, set once, when
+        they differ: an ALTER TABLE commits a new version."""
+        wanted = {k: str(v) for k, v in (properties or {}).items()}
+        if comment:
+            wanted["comment"] = comment
+        if not wanted:
+            return
+        current = _configuration(self._existing(name))
+        changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if changed:
+            assignments = ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in changed.items())
+            self.spark.sql(f"ALTER TABLE delta.`{self._uri(name)}` SET TBLPROPERTIES ({assignments})")
+
+    # -- maintenance --------------------------------------------------------------------------
+    def drop(self, name: str) -> None:
+        shutil.rmtree(self.path(name), ignore_errors=True)
+        # A table made again at the path is another table: no cached log of this one may serve it.
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(self.spark._jsparkSession,
+                                                                 jvm.org.apache.hadoop.fs.Path(self._uri(name)))
+
+    def delete_where(self, name: str, predicate: str) -> int:
+        """``predicate`` in Spark SQL."""
+        self._existing(name)
+        result = self.spark.sql(f"DELETE FROM delta.`{self._uri(name)}` WHERE {predicate}").collect()
+        return int(result[0][0]) if result else 0
+
+    def optimize(self, name: str) -> dict[str, int]:
+        from delta.tables import DeltaTable
+
+        metrics = DeltaTable.forPath(self.spark, self._uri(name)).optimize().executeCompaction().collect()[0].metrics
+        return {"files_added": int(metrics.numFilesAdded), "files_removed": int(metrics.numFilesRemoved)}
+
+    def vacuum(self, name: str, retention_hours: float, enforce_retention: bool = True) -> int:
+        """How many data files went (Delta's VACUUM reports none of them unless as a dry run)."""
+        self._existing(name)
+        check = "spark.databricks.delta.retentionDurationCheck.enabled"
+        before = _data_files(self.path(name))
+        self.spark.conf.set(check, str(enforce_retention).lower())
+        try:
+            self.spark.sql(f"VACUUM delta.`{self._uri(name)}` RETAIN {float(retention_hours)} HOURS").collect()
+        finally:
+            self.spark.conf.unset(check)
+        return len(before - _data_files(self.path(name)))
+
+    def history(self, name: str, limit: int | None = None) -> list[dict]:
+        from delta.tables import DeltaTable
+
+        self._existing(name)
+        rows = DeltaTable.forPath(self.spark, self._uri(name)).history(limit).collect()
+        return [row.asDict(recursive=True) for row in rows]
+
+
+def _concurrent(exc: Exception) -> bool:
+    text = str(exc)
+    return any(kind in text for kind in _CONCURRENT)
+
+
+def _data_files(table: Path) -> set[Path]:
+    """The table's data files: no log, no hidden sidecar (the local file system's ``.crc``)."""
+    return {f for f in table.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))
+            and "_delta_log" not in f.parts}
+
+
+def _num_records(add: dict) -> int | None:
+    stats = add.get("stats")
+    if not stats:
+        return None
+    return json.loads(stats).get("numRecords")
+
+
+def _unquote(path: str) -> str:
+    """A data file's path in the log is a URI-encoded path relative to the table."""
+    return urllib.parse.unquote(path)
+
+
+def _configuration(snapshot) -> dict[str, str]:
+    """The table's properties (a Scala map in the JVM)."""
+    pairs = snapshot.metadata().configuration().iterator()
+    found = {}
+    while pairs.hasNext():
+        pair = pairs.next()
+        found[str(pair._1())] = str(pair._2())
+    return found
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
