@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from cdc_lakehouse.runtime.runner import RunResult
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for, run_project
 
@@ -75,7 +75,7 @@ class HeldLake:
     steps: dict[str, Step]
 
 
-def _names(store: DeltaRsStore, table: str) -> dict[int, str]:
+def _names(store: LakeStore, table: str) -> dict[int, str]:
     return {r["customer_id"]: r["name"] for r in store.read(table).collect()} if store.exists(table) else {}
 
 
@@ -87,7 +87,7 @@ def build(spark, root: Path) -> HeldLake:
         for file, events in files.items():
             write_jsonl(landing / "shop" / "binlog" / file, events)
         result = run_project(spark, landing, lake, onboarding)
-        store = DeltaRsStore(spark, lake)
+        store = LakeStore(spark, lake)
         steps[name] = Step(result, _names(store, "silver.shop_customers"), _names(store, "gold.shop_customers"),
                            store.read(STATE).collect() if store.exists(STATE) else [], store.read(TRANSACTIONS),
                            store.read("gold.audit_log").count() if store.exists("gold.audit_log") else 0,

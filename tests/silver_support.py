@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, demo_flows
 
 PROJECT_SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
@@ -52,7 +52,7 @@ def expected_frame(spark, source: str, table: str, schema):
 
 def assert_replica_equals_source(spark, lake: Path, source: str, table: str, hashed: tuple[str, ...] = ()) -> None:
     """``hashed`` columns are compared with the SHA-256 of the source value (column filters)."""
-    replica = DeltaRsStore(spark, lake).read(f"silver.{source}_{table}")
+    replica = LakeStore(spark, lake).read(f"silver.{source}_{table}")
     expected = expected_frame(spark, source, table, replica.schema)
     for column in hashed:
         expected = expected.withColumn(column, F.sha2(F.col(column), 256))

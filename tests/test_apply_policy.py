@@ -25,7 +25,7 @@ from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver.apply_policy import ANOMALY_COLUMNS, anomalies
 from cdc_lakehouse.silver.replica_input import replica_changes
 from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, demo_flows, write_jsonl
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
@@ -327,7 +327,7 @@ def lake(spark, tmp_path_factory):
     sources = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
     run_pipeline(spark, sources, lake, {"cdc_lakehouse.landing_path": str(landing),
                                         "cdc_lakehouse.onboarding_file": str(_onboarding(tmp, {"products", "orders"}))})
-    return DeltaRsStore(spark, lake)
+    return LakeStore(spark, lake)
 
 
 def test_pipeline_replicas_follow_the_policy(spark, lake):

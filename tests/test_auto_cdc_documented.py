@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/cdc_example/*.py")
@@ -34,7 +34,7 @@ def _run(spark, landing, lake):
 def test_documented_example_scd1_and_scd2(spark, landing, lake):
     write_jsonl(landing / "batch-1.jsonl", _rows(DOC_CHANGES))
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
 
     expected_scd1 = spark.createDataFrame(
         [(124, "Raul", "Oaxaca"), (125, "Mercedes", "Guadalajara"), (126, "Lily", "Cancun")],
@@ -78,7 +78,7 @@ def test_documented_truncate_example(spark, landing, lake):
         _rows([(None, None, None, "TRUNCATE", 7), (126, "Lily", "Guanajuato", "UPDATE", 8), (127, "Kai", "Queretaro", "INSERT", 8)]),
     )
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assertDataFrameEqual(
         store.read("default.target_scd1"),
         spark.createDataFrame([(126, "Lily", "Guanajuato"), (127, "Kai", "Queretaro")], "userId int, name string, city string"),
@@ -96,7 +96,7 @@ def test_out_of_order_batches_give_the_same_tables(spark, tmp_path):
     _run(spark, land_b, reversed_lake)
     write_jsonl(land_b / "2.jsonl", _rows(late_first[4:]))
     _run(spark, land_b, reversed_lake)
-    a, b = DeltaRsStore(spark, in_order_lake), DeltaRsStore(spark, reversed_lake)
+    a, b = LakeStore(spark, in_order_lake), LakeStore(spark, reversed_lake)
     for table in ("default.target_scd1", "default.target_scd2", "default.target_scd2_partial"):
         assertDataFrameEqual(b.read(table), a.read(table))
 
@@ -109,7 +109,7 @@ def test_a_late_change_to_an_untracked_column_does_not_undo_a_newer_one(spark, t
     _run(spark, landing, lake)
     write_jsonl(landing / "2.jsonl", _rows([(1, "Ana", "Y", "UPDATE", 2)]))
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     expected = spark.createDataFrame([(1, "Ana", "Z", 1, None)], "userId int, name string, city string, __START_AT int, __END_AT int")
     assertDataFrameEqual(store.read("default.target_scd2_partial"), expected)
     assertDataFrameEqual(store.read("default.target_scd1"), expected.select("userId", "name", "city"))

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, CdcSpec, distinct_events, prepare_changes
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/cdc_generic/*.py")
@@ -38,7 +38,7 @@ def test_late_older_change_does_not_resurrect_a_deleted_row(spark, landing, lake
     _run(spark, landing, lake)
     _deliver(landing, "2", [_change(1, "late", "U", 3)])
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assert store.read("silver.scd1").count() == 0
     assertDataFrameEqual(
         store.read("silver.scd2"),
@@ -50,7 +50,7 @@ def test_redelivered_changes_change_nothing(spark, landing, lake):
     batch = [_change(1, "a", "I", 1), _change(2, "b", "I", 2), _change(1, "c", "U", 3)]
     _deliver(landing, "1", batch)
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     before = {t: store.read(t).collect() for t in ("silver.scd1", "silver.scd2")}
     _deliver(landing, "1-again", batch + batch)
     _run(spark, landing, lake)
@@ -107,7 +107,7 @@ def test_snapshots_become_changes(spark, landing, lake):
     _run(spark, landing, lake)
     write_jsonl(landing / "snapshot/s.jsonl", [{"id": 2, "value": "b2"}, {"id": 3, "value": "c"}])
     _run(spark, landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assertDataFrameEqual(
         store.read("silver.from_snapshot"),
         spark.createDataFrame(
@@ -150,6 +150,6 @@ def test_any_delivery_order_matches_reference_replay(spark, tmp_path, history, c
             _deliver(landing, f"part-{n}", part)
             _run(spark, landing, lake)
     assertDataFrameEqual(
-        DeltaRsStore(spark, lake).read("silver.scd1"),
+        LakeStore(spark, lake).read("silver.scd1"),
         spark.createDataFrame(_reference_scd1(changes), SCD1_SCHEMA),
     )

@@ -10,7 +10,7 @@ import pytest
 
 from bench import cli, incremental
 from bench.workload import BINLOG_SOURCE, SCHEMA
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 HISTORIES = (300, 600)
 CHANGES = 5
@@ -61,7 +61,7 @@ def test_the_small_updates_changes_are_in_silver_and_gold(spark, bench_run):
         assert changed, "the landed transactions changed no row of the source state"
         verified = result["by_history"][str(history)]["verify"]
         assert verified["all_equal"], verified
-        store = DeltaRsStore(spark, root / "lake")
+        store = LakeStore(spark, root / "lake")
         landed = sum(1 for p in (root / "landing" / BINLOG_SOURCE / "binlog").iterdir() for _ in p.open())
         assert store.read(f"bronze.{BINLOG_SOURCE}_binlog_events").count() == landed
 

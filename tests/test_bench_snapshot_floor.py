@@ -4,12 +4,11 @@ history and their AUTO CDC states leave each table with the rows it had."""
 
 from __future__ import annotations
 
-from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from bench import snapshot_floor
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 REPLICA, KEY = "silver.shop_customers", "customer_id"  # SCD2 in conf/onboarding.yml
 
@@ -25,7 +24,7 @@ def _snapshot_with_two_differences(store, folder):
 
 
 def test_the_floor_finds_the_difference_and_changes_no_row(spark, demo_lake_copy, tmp_path):
-    store = DeltaRsStore(spark, demo_lake_copy)
+    store = LakeStore(spark, demo_lake_copy)
     tables = snapshot_floor.tables(REPLICA, KEY, scd=2)
     before = {name: store.version(name) for name in tables}
     parts = _snapshot_with_two_differences(store, tmp_path / "snapshot")
@@ -35,6 +34,6 @@ def test_the_floor_finds_the_difference_and_changes_no_row(spark, demo_lake_copy
     assert floor["differing_keys"] == 2
     assert set(floor["merge_s"]) == set(tables)
     for name, version in before.items():
-        merged = DeltaTable(str(store.path(name))).history(1)[0]["operationMetrics"]
-        assert merged["num_target_rows_updated"] > 0, f"the MERGE into {name} matched no row"
+        merged = store.history(name, 1)[0]["operationMetrics"]
+        assert int(merged["numTargetRowsUpdated"]) > 0, f"the MERGE into {name} matched no row"
         assertDataFrameEqual(store.read(name), store.read(name, version))

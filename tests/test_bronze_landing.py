@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.bronze.summary import not_onboarded_warnings
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import DeltaRsStore, LakeStore
 from lake_helpers import REPO
 
 BRONZE = str(REPO / "src/bronze/*.py")
@@ -160,7 +160,7 @@ def crafted(spark, tmp_path_factory):
     for relative, lines in UNREAD.items():
         write(landing, relative, lines)
     result = run(spark, landing, lake, gold=True)
-    return DeltaRsStore(spark, lake), result
+    return LakeStore(spark, lake), result
 
 
 def test_a_lake_path_delta_rs_cannot_store_is_a_clear_error(spark, tmp_path):

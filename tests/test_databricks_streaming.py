@@ -21,7 +21,7 @@ from pathlib import Path
 from cdc_lakehouse.runtime import declarations, file_source
 from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import pipeline_configuration
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO
 
 SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
@@ -32,7 +32,7 @@ CONFIGURATION = {"cdc_lakehouse.landing_path": str(REPO / "fixtures" / "landing"
 class StreamingReads:
     """``spark.readStream.table`` and Auto Loader as on Databricks: streaming DataFrames."""
 
-    def __init__(self, spark, store: DeltaRsStore, graph):
+    def __init__(self, spark, store: LakeStore, graph):
         self.spark, self.store, self.graph = spark, store, graph
 
     def read(self, name: str):
@@ -43,8 +43,7 @@ class StreamingReads:
         dataset = self.graph.datasets[name]
         if dataset.kind == "view":
             return dataset.func()
-        schema = self.store.read(name).schema
-        return self.spark.readStream.schema(schema).parquet(str(self.store.path(name)))
+        return self.spark.readStream.format("delta").load(str(self.store.path(name)))
 
     def read_files(self, path: str, fmt: str, options: dict, schema):
         files = file_source.list_files(path, options)
@@ -71,7 +70,7 @@ def started(flow, reads: StreamingReads, checkpoints: Path) -> str:
 
 
 def test_every_flow_keeps_databricks_streaming_rules(spark, demo_lake, tmp_path):
-    store = DeltaRsStore(spark, demo_lake)
+    store = LakeStore(spark, demo_lake)
     with pipeline_configuration(spark, CONFIGURATION):
         graph = load_pipeline(spark, SOURCES)
         reads = StreamingReads(spark, store, graph)

@@ -22,7 +22,7 @@ from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import DeclaredSchemaError, declared_table
 from cdc_lakehouse.silver.replica_input import replica_changes
 from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from test_snapshot_support import SILVER_SOURCES, Binlog, products_onboarding, reconcile, run, write_snapshot
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
@@ -209,7 +209,7 @@ def test_the_pipeline_applies_the_declared_types_and_records_what_they_refuse(sp
     log.write(landing, "mysql-bin.000001.jsonl")
     run(spark, landing, lake, onboarding)
 
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     declared = "product_id bigint, sku string, name string, price decimal(10,2), stock int"
     assertDataFrameEqual(store.read("silver.shop_products"),
                          spark.createDataFrame([(1, "A", "tea", Decimal("3.75"), 7)], declared))
@@ -267,7 +267,7 @@ def test_a_string_column_keeps_numbers_as_written_and_a_snapshot_of_the_row_corr
     log.txn(1, ("insert", placeholder))
     as_written(log.write(landing, "mysql-bin.000001.jsonl"))
     run(spark, landing, lake, onboarding)
-    replica = DeltaRsStore(spark, lake).read("silver.shop_products").select("sku", "name").collect()
+    replica = LakeStore(spark, lake).read("silver.shop_products").select("sku", "name").collect()
     assert [tuple(r) for r in replica] == [("0.00", '{"grams": 12345678901234567890.10}')]
 
     as_written(write_snapshot(landing, "s1", [placeholder]) / "part-00000.jsonl")

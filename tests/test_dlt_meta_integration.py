@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 DATA = Path(__file__).parent / "data" / "dlt_meta" / "integration"
 RESOURCES = "integration_tests/resources"
@@ -83,7 +83,7 @@ def typed_like(df: DataFrame, like: DataFrame) -> DataFrame:
 # --- transactions: metadata columns, append flow, quarantines, AUTO CDC ------------------------
 
 def test_transactions_bronze_keeps_the_files_rows_with_their_metadata(spark, lake):
-    store = DeltaRsStore(spark, lake / "lake")
+    store = LakeStore(spark, lake / "lake")
     bronze = store.read("it_bronze.transactions")
     main_rows = files(spark, lake, "transactions", "transactions").where("id IS NOT NULL")  # expect_or_drop
     appended = files(spark, lake, "transactions_af", "transactions").withColumn("input_file_name", F.lit(None))
@@ -109,7 +109,7 @@ def applied(df: DataFrame) -> DataFrame:
 
 
 def test_transactions_replica_is_its_changes_applied(spark, lake):
-    store = DeltaRsStore(spark, lake / "lake")
+    store = LakeStore(spark, lake / "lake")
     changes = files(spark, lake, "transactions", "transactions").unionByName(
         files(spark, lake, "transactions_af", "transactions")).withColumn("_rescued_data", F.lit(None).cast("string"))
     replica = store.read("it_silver.transactions")
@@ -136,7 +136,7 @@ def customers(spark: SparkSession, lake: Path) -> tuple[DataFrame, DataFrame]:
 
 
 def test_the_bronze_only_flow_keeps_the_rows_that_pass_its_rules_with_their_files(spark, lake):
-    store = DeltaRsStore(spark, lake / "lake")
+    store = LakeStore(spark, lake / "lake")
     expected = passing(spark, lake, "customers_delta")
     bronze = store.read("it_bronze.customers_delta")
     assertDataFrameEqual(typed_like(bronze, expected), expected)
@@ -145,7 +145,7 @@ def test_the_bronze_only_flow_keeps_the_rows_that_pass_its_rules_with_their_file
 
 
 def test_the_bronze_only_flows_quarantine_holds_the_rows_its_rule_names(spark, lake):
-    quarantined = DeltaRsStore(spark, lake / "lake").read("it_bronze.customers_delta_quarantine")
+    quarantined = LakeStore(spark, lake / "lake").read("it_bronze.customers_delta_quarantine")
     rows = files(spark, lake, "customers_delta", "customers")  # quarantine_rule, _rescued_data from the extra keys
     expected = rows.where(F.col("id").isNull() | F.col("operation").isNull()
                           | F.col("id").isin(extra_keys(lake, "customers_delta", "customers")))
@@ -155,7 +155,7 @@ def test_the_bronze_only_flows_quarantine_holds_the_rows_its_rule_names(spark, l
 
 
 def test_customers_bronze_has_the_main_and_the_append_flow_rows(spark, lake):
-    store = DeltaRsStore(spark, lake / "lake")
+    store = LakeStore(spark, lake / "lake")
     passing, appended = customers(spark, lake)
     expected = passing.unionByName(appended)
     bronze = store.read("it_bronze.customers")
@@ -166,7 +166,7 @@ def test_customers_bronze_has_the_main_and_the_append_flow_rows(spark, lake):
 
 
 def test_customers_silver_is_the_bronze_rows_and_the_source_table_appended(spark, lake):
-    store = DeltaRsStore(spark, lake / "lake")
+    store = LakeStore(spark, lake / "lake")
     passing, appended = customers(spark, lake)
     bronze_rows = passing.unionByName(appended).withColumn("_rescued_data", F.lit(None).cast("string"))
     # The append flow reads the A2 bronze table as it is (dlt-meta transforms the flow's own rows

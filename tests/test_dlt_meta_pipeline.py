@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 DATA = Path(__file__).parent / "data" / "dlt_meta"
 DEMO = "demo/resources"
@@ -75,7 +75,7 @@ def typed_like(df: DataFrame, like: DataFrame) -> DataFrame:
 
 @pytest.mark.parametrize("table", FEEDS)
 def test_a_feed_replica_is_its_changes_applied(spark, feeds, table):
-    store = DeltaRsStore(spark, feeds / "lake")
+    store = LakeStore(spark, feeds / "lake")
     replica = store.read(f"dlt_meta_silver.{table}")
     assertDataFrameEqual(replica, typed_like(applied(spark, feeds, table, FEEDS[table]), replica))
     history = store.read(f"dlt_meta_silver.{table}_history")
@@ -84,7 +84,7 @@ def test_a_feed_replica_is_its_changes_applied(spark, feeds, table):
 
 
 def test_a_feed_keeps_its_raw_rows_and_quarantines_none_of_these(spark, feeds):
-    store = DeltaRsStore(spark, feeds / "lake")
+    store = LakeStore(spark, feeds / "lake")
     stores = store.read("dlt_meta_bronze.stores")
     assert stores.count() == sum(len(f.read_text().splitlines()) - 1
                                  for f in (feeds / DEMO / "data" / "stores").glob("*.csv"))
@@ -107,7 +107,7 @@ def load(spark: SparkSession, folder: Path, version: int) -> None:
     if version > 1:
         shutil.copy(folder / where / "stores" / f"LOAD_{version}.csv", folder / SNAPSHOTS / "stores")
     products = spark.read.option("header", "true").csv(str(folder / where / "products" / f"LOAD_{version}.csv"))
-    DeltaRsStore(spark, folder / "lake").overwrite(PRODUCTS_SOURCE, products)
+    LakeStore(spark, folder / "lake").overwrite(PRODUCTS_SOURCE, products)
 
 
 def loaded(spark: SparkSession, folder: Path, table: str, version: int, columns: list[str]) -> DataFrame:
@@ -118,7 +118,7 @@ def loaded(spark: SparkSession, folder: Path, table: str, version: int, columns:
 def test_snapshot_flows_apply_successive_full_loads(spark, tmp_path):
     folder = tmp_path / "snapshots"
     shutil.copytree(DATA, folder)
-    store = DeltaRsStore(spark, folder / "lake")
+    store = LakeStore(spark, folder / "lake")
     for version in (1, 2, 3):
         load(spark, folder, version)
         run(folder, "snapshot-onboarding.json", "demo")

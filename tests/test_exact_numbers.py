@@ -19,7 +19,7 @@ import pytest
 import yaml
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import run_project
 
 BIG, BIGGER = "12345678901234567890.123456789", "12345678901234567890.123456790"
@@ -98,7 +98,7 @@ def lake(spark, tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("source", ["my", "pg"])
 def test_the_change_stream_keeps_the_numbers_as_written(spark, lake, source):
-    changes = DeltaRsStore(spark, lake).read(f"silver.{source}_changes").filter("table = 'items'").orderBy("sequence").collect()
+    changes = LakeStore(spark, lake).read(f"silver.{source}_changes").filter("table = 'items'").orderBy("sequence").collect()
     assert [(c["op"], json.loads(c["row"], parse_float=str)["price"], c["changed_columns"]) for c in changes] == [
         ("INSERT", BIG, ["id", "label", "price"]), ("UPDATE", BIGGER, ["price"])]
     assert [json.loads(c["row"], parse_float=str)["label"] for c in changes] == ["0.00", "0.00"]
@@ -106,14 +106,14 @@ def test_the_change_stream_keeps_the_numbers_as_written(spark, lake, source):
 
 @pytest.mark.parametrize("source", ["my", "pg"])
 def test_the_replica_holds_the_exact_decimal(spark, lake, source):
-    replica = DeltaRsStore(spark, lake).read(f"silver.{source}_items")
+    replica = LakeStore(spark, lake).read(f"silver.{source}_items")
     # No tolerance: by default the comparison lets decimals differ in their 17th digit.
     assertDataFrameEqual(replica, spark.createDataFrame([(1, Decimal(BIGGER), "0.00")], DDL), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("source", ["my", "pg"])
 def test_keys_that_differ_past_a_doubles_digits_stay_two_rows(spark, lake, source):
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes = store.read(f"silver.{source}_changes").filter("table = 'codes'")
     assert sorted((c["op"], c["key"]) for c in changes.collect()) == [
         ("INSERT", f'{{"code":"{CODE}"}}'), ("INSERT", f'{{"code":"{NEXT_CODE}"}}')]
@@ -123,7 +123,7 @@ def test_keys_that_differ_past_a_doubles_digits_stay_two_rows(spark, lake, sourc
 
 
 def test_the_audit_shows_the_values_as_written(spark, lake):
-    audit = DeltaRsStore(spark, lake).read("gold.audit_log").filter("operation = 'UPDATE'")
+    audit = LakeStore(spark, lake).read("gold.audit_log").filter("operation = 'UPDATE'")
     found = {r["source"]: r["changed_values"] for r in audit.collect()}
     change = {"price": {"before": BIG, "after": BIGGER}}
     assert {source: {c: v.asDict() for c, v in values.items()} for source, values in found.items()} == {

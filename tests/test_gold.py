@@ -36,7 +36,7 @@ from cdc_lakehouse.runtime.catalog import run_sql
 from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import pipeline_configuration, run_pipeline
 from cdc_lakehouse.settings import PipelineSettings
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO
 from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_frame, expected_rows, onboarding_for, run_project
 
@@ -64,7 +64,7 @@ class Crash(Exception):
 class History:
     lake: Path
     settings: PipelineSettings
-    store: DeltaRsStore
+    store: LakeStore
     after_first: dict[str, int] = field(default_factory=dict)  # table -> Delta version after run 1
     at_crash: dict[str, int] = field(default_factory=dict)  # table -> Delta version at the crash
     crashed_after: str = ""  # the silver replica whose commit the crash followed
@@ -99,7 +99,7 @@ def _deliver(landing: Path, paths: list[Path]) -> None:
             shutil.copy(src, dest)
 
 
-def _versions(store: DeltaRsStore) -> dict[str, int]:
+def _versions(store: LakeStore) -> dict[str, int]:
     return {t.name: t.version for t in store.list_tables()}
 
 
@@ -114,7 +114,7 @@ def _crash_after(history: History, replica: str):
     return hook
 
 
-def _run_with(spark, landing: Path, lake: Path, onboarding: Path, store: DeltaRsStore) -> None:
+def _run_with(spark, landing: Path, lake: Path, onboarding: Path, store: LakeStore) -> None:
     configuration = {"cdc_lakehouse.landing_path": str(landing), "cdc_lakehouse.onboarding_file": str(onboarding)}
     run_pipeline(spark, PROJECT_SOURCES, lake, configuration, store=store)
 
@@ -125,7 +125,7 @@ def history(spark, tmp_path_factory) -> History:
     landing, lake, onboarding = tmp / "landing", tmp / "lake", onboarding_for(tmp, {SOURCE})
     settings = PipelineSettings(landing_path=str(landing), onboarding=load_onboarding(onboarding))
     shop = FIXTURES / "landing" / SOURCE
-    h = History(lake, settings, DeltaRsStore(spark, lake))
+    h = History(lake, settings, LakeStore(spark, lake))
 
     _deliver(landing, [shop / "sessions", shop / "binlog/mysql-bin.000001.jsonl", shop / "binlog/mysql-bin.000002.jsonl"])
     run_project(spark, landing, lake, onboarding)
@@ -134,12 +134,12 @@ def history(spark, tmp_path_factory) -> History:
     _deliver(landing, [shop / "binlog/mysql-bin.000003.jsonl", shop / "snapshot"])
     (landing / SOURCE / "binlog/zz-bad.jsonl").write_text(
         "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in BAD_LINES))
-    crashing = DeltaRsStore(spark, lake, commit_hook=_crash_after(h, CRASH_AFTER))
+    crashing = LakeStore(spark, lake, commit_hook=_crash_after(h, CRASH_AFTER))
     with pytest.raises(Crash):
         _run_with(spark, landing, lake, onboarding, crashing)
     h.at_crash = _versions(h.store)
 
-    recording = DeltaRsStore(spark, lake, commit_hook=lambda stage, table: stage == "after" and h.last_commits.append(table))
+    recording = LakeStore(spark, lake, commit_hook=lambda stage, table: stage == "after" and h.last_commits.append(table))
     _run_with(spark, landing, lake, onboarding, recording)
     return h
 
@@ -176,7 +176,7 @@ def test_gold_replicas_stay_at_one_commit_point_while_silver_is_torn(history):
 def test_gold_refreshed_over_torn_silver_is_coherent(spark, history):
     """A gold refresh at the moment of the crash (the pipeline's own functions, on the lake as the
     crash left it): every replica at the same, newer commit point."""
-    at_crash = DeltaRsStore(spark, history.lake)
+    at_crash = LakeStore(spark, history.lake)
 
     def read(name):
         return at_crash.read(name, history.at_crash.get(name))
@@ -374,7 +374,7 @@ def test_gold_shows_the_anomalies_silver_recorded(spark, history):
 def test_demo_lake_gold_shows_the_anomalies_silver_recorded(spark, demo_lake):
     """The README demo (every source of conf/onboarding.yml): no anomaly in either source's
     silver.<source>_anomalies, so every table and source shows 0 and no kinds."""
-    store = DeltaRsStore(spark, demo_lake)
+    store = LakeStore(spark, demo_lake)
     sources = {"shop", "shop_pg"}
     assert {s: store.read(f"silver.{s}_anomalies").count() for s in sources} == {s: 0 for s in sources}
     flows = load_onboarding(REPO / "conf/onboarding.yml").flows  # what `cdc-lakehouse run` onboards

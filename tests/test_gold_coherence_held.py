@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import run_project
 
 EXCEPT = ["__op", "__sequence", "__commit_ts", "__txn_id"]
@@ -57,7 +57,7 @@ def runs(spark, tmp_path_factory):
     _write(binlog / "c.jsonl", [_event(400, "begin", "0-1-2", thread_id=1), _insert(500, "0-1-2", 2),
                                 _event(600, "commit", "0-1-2", xid=2)])
     run_project(spark, landing, lake, onboarding)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     # Locally an AUTO CDC target is created with its first change (gold.b_t has none yet).
     first = {name: store.read(name).localCheckpoint() for name in ("silver.b_t", "gold.b_t") if store.exists(name)}
     _write(binlog / "b.jsonl", [_event(300, "commit", "0-1-1", xid=1)])

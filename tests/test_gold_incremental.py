@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.gold.audit import KNOWN, due_audit_transactions, source_transactions, streamed_due_transactions
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 AUDIT_FLOW = "gold_shop_audit_log"
 REPLICA_FLOW = "gold_shop_customers"
@@ -56,7 +56,7 @@ def test_audit_transactions_follow_the_commit_point(held_lake):
 
 
 def test_audit_transactions_kept_update_by_update_equal_one_built_from_the_whole_stream(spark, held_lake):
-    store = DeltaRsStore(spark, held_lake.lake)
+    store = LakeStore(spark, held_lake.lake)
     whole = source_transactions(store.read("silver.shop_transactions"), store.read("silver.shop_changes"),
                                 store.read("gold.replication_watermark"), "shop")
     assertDataFrameEqual(held_lake.steps["new"].audit_transactions, whole)
@@ -67,7 +67,7 @@ def test_the_streaming_form_carries_transactions_without_changes_with_the_next_c
     """On Databricks a micro-batch cannot aggregate: each due change brings its transaction and
     the ones without changes just before it (E rides with D). There gold has no commit point
     (every new change is due), so none is left out for being past one."""
-    store = DeltaRsStore(spark, held_lake.lake)
+    store = LakeStore(spark, held_lake.lake)
     changes, txns = store.read("silver.shop_changes"), store.read("silver.shop_transactions")
     points = store.read("gold.replication_watermark")
     whole = source_transactions(txns, changes, points, "shop")
@@ -77,7 +77,7 @@ def test_the_streaming_form_carries_transactions_without_changes_with_the_next_c
 def test_a_later_row_of_a_transaction_that_knows_more_of_its_changes_wins(spark, held_lake):
     """A shadow transaction's change rows may land over several updates at one sequence: the
     row with more of its changes sorts after (AUTO CDC applies only a greater sequence_by)."""
-    store = DeltaRsStore(spark, held_lake.lake)
+    store = LakeStore(spark, held_lake.lake)
     changes, txns = store.read("silver.shop_changes"), store.read("silver.shop_transactions")
     points = store.read("gold.replication_watermark")
     last = changes.orderBy(F.col("sequence").desc()).limit(1)

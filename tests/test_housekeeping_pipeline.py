@@ -14,7 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.housekeeping.summary import housekeeping_summary
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for
 from test_snapshot_support import T0, Binlog, product, products, reconcile, run, write_snapshot
@@ -135,7 +135,7 @@ def test_the_pipeline_carries_on_after_housekeeping(spark, kept_house, report):
     landing, lake, onboarding = kept_house["landing"], kept_house["lake"], kept_house["onboarding"]
     assert [o.snapshot_id for o in reconcile(spark, landing, lake, onboarding) if o.status == "reconciled"] == ["s2"]
     run(spark, landing, lake, onboarding)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     # s2 (as of now, after everything silver had) holds only key 1; key 3 arrived after it.
     assertDataFrameEqual(store.read("silver.shop_products"), products(spark, [(1, "a", 1.0), (3, "c", 3.0)]))
     housekeep(kept_house["argv"] + ["--skip", "optimize"])

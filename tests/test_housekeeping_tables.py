@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.housekeeping import compaction, maintenance, tombstones
 from cdc_lakehouse.housekeeping.run import Options, housekeeping
 from cdc_lakehouse.snapshot.corrections import CHANGE_STREAM_SCHEMA
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 CHANGES = "silver.src_changes"
 NOW = datetime(2026, 3, 10, tzinfo=timezone.utc)
@@ -29,7 +29,7 @@ def compacted(store):
 
 
 def test_compaction_keeps_the_latest_change_per_row_incrementally(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+    store = LakeStore(spark, tmp_path / "lake")
     append = lambda rows: store.append(CHANGES, spark.createDataFrame(rows, CHANGE_STREAM_SCHEMA))  # noqa: E731
     append([change(1, "INSERT", 1, "a"), change(1, "UPDATE", 3, "b"), change(2, "INSERT", 2, "c"),
             change(2, "NONE", 4, None), change(1, "INSERT", 1, "a", table="orders")])
@@ -50,7 +50,7 @@ def test_compaction_keeps_the_latest_change_per_row_incrementally(spark, tmp_pat
 
 
 def test_compaction_is_rebuilt_after_the_change_stream_was(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+    store = LakeStore(spark, tmp_path / "lake")
     store.append(CHANGES, spark.createDataFrame([change(1, "INSERT", 1), change(2, "INSERT", 2)], CHANGE_STREAM_SCHEMA))
     store.append(CHANGES, spark.createDataFrame([change(3, "INSERT", 3)], CHANGE_STREAM_SCHEMA))
     compaction.compact(store, CHANGES)
@@ -61,7 +61,7 @@ def test_compaction_is_rebuilt_after_the_change_stream_was(spark, tmp_path):
 
 
 def test_tombstones_older_than_the_threshold_expire(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+    store = LakeStore(spark, tmp_path / "lake")
     state = "silver.__apply_changes_storage_src_products"
     store.overwrite(state, spark.createDataFrame([
         (1, (1, "t1"), True, NOW - timedelta(hours=30)),   # old tombstone: expires
@@ -77,7 +77,7 @@ def test_tombstones_older_than_the_threshold_expire(spark, tmp_path):
 
 
 def test_optimize_and_vacuum_leave_streamed_tables_unoptimized(spark, tmp_path):
-    store = DeltaRsStore(spark, tmp_path / "lake")
+    store = LakeStore(spark, tmp_path / "lake")
     for table in ("silver.streamed", "silver.batch_read"):
         for i in range(3):
             store.append(table, spark.createDataFrame([(i,)], "id long"))
@@ -92,5 +92,5 @@ def test_optimize_and_vacuum_leave_streamed_tables_unoptimized(spark, tmp_path):
 
 def test_a_short_retention_is_refused_before_any_work(spark, tmp_path):
     with pytest.raises(maintenance.RetentionTooShort, match="below Delta's 168 h"):
-        housekeeping(spark, DeltaRsStore(spark, tmp_path / "lake"), None, tmp_path / "landing", tmp_path / "lake",
+        housekeeping(spark, LakeStore(spark, tmp_path / "lake"), None, tmp_path / "landing", tmp_path / "lake",
                      Options(retention_hours=24))

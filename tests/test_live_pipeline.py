@@ -47,7 +47,7 @@ from live import pipeline as lp
 from live.workload import TABLES
 
 from cdc_lakehouse.runtime.runner import RunResult
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import run_project
 
 # Seed 5: among others, a PostgreSQL row whose key changes twice (14 -> 15 -> 21) before the first
@@ -85,7 +85,7 @@ def updates(spark, tmp_path_factory) -> Updates:
                                 n_txns=N_TXNS, schema=fixtures.unique_schema("gold"))
     seconds = {"servers, workload and capture": time.monotonic() - started}
     onboarding = lp.write_onboarding(root / "onboarding.yml", staged.run.sources)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     deliveries, results, gold = [staged.first_delivery], [], []
     for n in (1, 2):
         if n == 2:

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.runtime.partition_refresh import partition_expressions
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.settings import REFRESH_BY_PARTITION
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/partition_refresh/*.py")
@@ -30,7 +30,7 @@ def update(spark, landing, lake, **kw):
 
 
 def assert_view_is_its_query(spark, lake) -> None:
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     in_order = Window.partitionBy("sensor").orderBy("at")
     everything = store.read("staging.readings").select(
         "sensor", "at", "value", F.lag("value").over(in_order).alias("previous"))
@@ -50,10 +50,10 @@ def test_new_input_recomputes_only_its_partitions_and_equals_a_full_recompute(sp
     deliver(first, "2", [("a", 2, 2.0), ("c", 1, 7.0), (None, 2, 0.7)])
     assert update(spark, first, lake).startswith("recomputed the partitions (sensor)")
     assert_view_is_its_query(spark, lake)
-    steps = {(r.sensor, r.at): r.previous for r in DeltaRsStore(spark, lake).read(VIEW).collect()}
+    steps = {(r.sensor, r.at): r.previous for r in LakeStore(spark, lake).read(VIEW).collect()}
     assert steps[("a", 3)] == 2.0 and steps[(None, 2)] == 0.5 and steps[("b", 1)] is None
     # Written: the rows of the touched partitions (a, c, NULL) in place of theirs, not the view.
-    commit = DeltaRsStore(spark, lake).history(VIEW, 1)[0]
+    commit = LakeStore(spark, lake).history(VIEW, 1)[0]
     assert commit["operationParameters"]["predicate"] and commit["operationMetrics"]["num_added_rows"] == 6
 
 
@@ -61,7 +61,7 @@ def test_a_partition_column_derived_from_the_input_row_restricts_the_refresh(spa
     deliver(first, "2", [("a", 12, 2.0), ("b", 5, 1.0)])  # a new bucket of a, b's first bucket again
     result = run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)})
     assert result.event("silver.reading_buckets").message.startswith("recomputed the partitions (sensor, bucket)")
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     readings = store.read("staging.readings")
     everything = readings.groupBy("sensor", F.floor(F.col("at") / 10).alias("bucket")).agg(
         F.count(F.lit(1)).alias("readings"), F.sum("value").alias("total"))
@@ -74,7 +74,7 @@ def test_partition_columns_are_names_or_expressions_over_the_input_row():
 
 
 def test_an_update_without_new_input_keeps_the_view(spark, first, lake):
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     before, version = store.read(VIEW).collect(), store.version(VIEW)
     assert update(spark, first, lake) == "no new input"  # skipped: its input is at the version it read
     assert store.version(VIEW) == version
@@ -82,7 +82,7 @@ def test_an_update_without_new_input_keeps_the_view(spark, first, lake):
 
 
 def test_a_rewritten_input_is_recomputed_in_full(spark, first, lake):
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     store.overwrite("staging.readings", store.read("staging.readings").filter(F.col("sensor") != "b"))
     deliver(first, "2", [("a", 2, 2.0)])
     assert update(spark, first, lake) == "recomputed in full"
@@ -112,7 +112,7 @@ def test_a_crash_before_the_view_commit_then_the_re_run_brings_it_up_to_date(spa
     deliver(first, "2", [("a", 2, 2.0)])
     with pytest.raises(Crash):
         run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)},
-                     store=DeltaRsStore(spark, lake, commit_hook=crash_before_view_commit))
+                     store=LakeStore(spark, lake, commit_hook=crash_before_view_commit))
     deliver(first, "3", [("b", 0, 9.0)])  # arrives before the re-run: the re-run takes it too
     assert update(spark, first, lake).startswith("recomputed the partitions")
     assert_view_is_its_query(spark, lake)
@@ -125,5 +125,5 @@ def test_a_view_that_reads_a_pipeline_view_is_always_recomputed_in_full(spark, f
     deliver(first, "2", [("a", 2, 2.0)])
     result = run_pipeline(spark, [PIPELINE], lake, {"test.landing": str(first)})
     assert result.event("silver.recent_steps").message == "recomputed in full"
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assertDataFrameEqual(store.read("silver.recent_steps"), store.read(VIEW))

@@ -27,7 +27,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
@@ -184,7 +184,7 @@ def _normal(row: dict, table: str) -> str:
 
 
 def assert_replicas_equal_replay(spark, lake: Path, events: list[dict], when: str) -> None:
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     expected = replay(events)
     for table in ("t1", "t2"):
         name = f"silver.{SOURCE}_{table}"

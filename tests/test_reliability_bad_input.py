@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze.kinds import KINDS
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
@@ -181,7 +181,7 @@ def _bronze_tables(store, source):
 
 @pytest.mark.parametrize("source", [BINLOG, SHADOW])
 def test_every_bad_line_is_quarantined_with_its_reason(spark, lake, source):
-    store = DeltaRsStore(spark, lake["lake"])
+    store = LakeStore(spark, lake["lake"])
     _, quarantines = _bronze_tables(store, source)
     got = {}
     for name in quarantines:
@@ -197,7 +197,7 @@ def test_every_bad_line_is_quarantined_with_its_reason(spark, lake, source):
 
 @pytest.mark.parametrize("source", [BINLOG, SHADOW])
 def test_input_lines_are_bronze_rows_plus_quarantined_rows(spark, lake, source):
-    store = DeltaRsStore(spark, lake["lake"])
+    store = LakeStore(spark, lake["lake"])
     accepted, quarantines = _bronze_tables(store, source)
     for (s, rel), lines in LANDED.items():
         if s != source:
@@ -218,7 +218,7 @@ def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
     """Every row change of an accepted row event is applied (in a committed transaction's net
     change), held (its transaction has no commit yet) or dropped with its rolled-back
     transaction; the bad lines were counted in quarantine above."""
-    store = DeltaRsStore(spark, lake["lake"])
+    store = LakeStore(spark, lake["lake"])
     changes = store.read(f"silver.{BINLOG}_changes")
     txns = store.read(f"silver.{BINLOG}_transactions")
     events = store.read(f"bronze.{BINLOG}_binlog_events")
@@ -239,7 +239,7 @@ def test_binlog_row_changes_are_applied_held_or_rolled_back(spark, lake):
 
 
 def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
-    store = DeltaRsStore(spark, lake["lake"])
+    store = LakeStore(spark, lake["lake"])
     changes = store.read(f"silver.{SHADOW}_changes")
     txns = store.read(f"silver.{SHADOW}_transactions")
     bronze = store.read(f"bronze.{SHADOW}_shadow_changes")
@@ -262,13 +262,13 @@ def test_shadow_change_rows_are_applied_held_or_quarantined(spark, lake):
     (SHADOW, "t2", "INSERT after INSERT"),
 ])
 def test_impossible_operation_pairs_end_in_an_anomaly(spark, lake, source, txn, anomaly):
-    changes = DeltaRsStore(spark, lake["lake"]).read(f"silver.{source}_changes")
+    changes = LakeStore(spark, lake["lake"]).read(f"silver.{source}_changes")
     flagged = changes.filter((F.col("txn_id") == txn) & (F.size("anomalies") > 0)).collect()
     assert [r["anomalies"] for r in flagged] == [[anomaly]], [r.asDict() for r in flagged]
 
 
 def test_a_transaction_at_positions_reused_in_a_later_epoch_is_applied_after_the_earlier_ones(spark, lake):
-    changes = DeltaRsStore(spark, lake["lake"]).read(f"silver.{BINLOG}_changes")
+    changes = LakeStore(spark, lake["lake"]).read(f"silver.{BINLOG}_changes")
     by_txn = {r["txn_id"]: r for r in changes.collect()}
     again = by_txn["xid:1@epoch1"]
     assert (again["op"], again["key"]) == ("INSERT", '{"order_id":"7"}')

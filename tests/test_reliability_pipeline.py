@@ -7,7 +7,7 @@ transactions, deletes, key-changing updates, a rolled-back transaction, transact
 across binlog files and one transaction left open at the end.
 
 Commit points. One uninterrupted reference run lists every commit point (before and after each
-Delta commit, the ``DeltaRsStore`` commit hook) and copies the lake as a kill there would leave
+Delta commit, the ``LakeStore`` commit hook) and copies the lake as a kill there would leave
 it; each copy is then re-run and every table (``pipeline.event_log`` and wall-clock columns
 such as ``_ingested_at`` aside) must equal the reference. A full pipeline re-run costs tens of
 seconds here (the whole reliability set must stay within ~4 minutes of CI), so by default a
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
@@ -88,7 +88,7 @@ def reference(spark, tmp_path_factory):
     landing, onboarding = tmp / "workload" / "landing", tmp / "workload" / "onboarding.yml"
     lake = tmp / "reference"
     recorder = harness.KillRecorder(lake, tmp / "kills", _wanted)
-    harness.run_project(spark, landing, lake, onboarding, store=DeltaRsStore(spark, lake, commit_hook=recorder))
+    harness.run_project(spark, landing, lake, onboarding, store=LakeStore(spark, lake, commit_hook=recorder))
     return {
         "tmp": tmp, "summary": summary, "landing": landing, "onboarding": onboarding, "lake": lake,
         "points": recorder.points, "kills": recorder.saved, "tables": harness.table_names(spark, lake),
@@ -106,7 +106,7 @@ def test_workload_has_the_awkward_cases(reference):
 
 
 def test_reference_run_replicates_the_source_state(spark, reference):
-    result = verify_replicas(spark, DeltaRsStore(spark, reference["lake"]).read, reference["tmp"] / "workload",
+    result = verify_replicas(spark, LakeStore(spark, reference["lake"]).read, reference["tmp"] / "workload",
                              BINLOG_SOURCE, WORKLOAD_TABLES)
     assert result["all_equal"], harness.dump(result)
 
@@ -150,8 +150,8 @@ def test_crash_between_history_and_its_state_commit_then_rerun(spark, reference,
     lake = tmp_path / "lake"
     with pytest.raises(Crash):
         harness.run_project(spark, reference["landing"], lake, reference["onboarding"],
-                            store=DeltaRsStore(spark, lake, commit_hook=hook))
-    failed = DeltaRsStore(spark, lake).read(harness.EVENT_LOG).filter("status = 'FAILED'").collect()
+                            store=LakeStore(spark, lake, commit_hook=hook))
+    failed = LakeStore(spark, lake).read(harness.EVENT_LOG).filter("status = 'FAILED'").collect()
     assert failed and all("simulated crash" in r["message"] for r in failed)  # the flow and those it ran in
     harness.run_project(spark, reference["landing"], lake, reference["onboarding"])
     diff = harness.diff_lakes(spark, reference["content"], lake)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -72,16 +72,16 @@ def lake(spark, tmp_path_factory):
 
 
 def test_shadow_decimal_values_keep_their_fraction(spark, lake):
-    row = DeltaRsStore(spark, lake).read("silver.bench_pg_orders").first()
+    row = LakeStore(spark, lake).read("silver.bench_pg_orders").first()
     assert row["discount"] == 5.5
 
 
 def test_binlog_numbers_keep_their_values(spark, lake):
-    row = DeltaRsStore(spark, lake).read("silver.bench_orders").first()
+    row = LakeStore(spark, lake).read("silver.bench_orders").first()
     assert row["total"] == 5.5
 
 
 def test_binlog_column_first_seen_as_null_gets_the_type_of_its_values(spark, lake):
-    replica = DeltaRsStore(spark, lake).read("silver.bench_orders")
+    replica = LakeStore(spark, lake).read("silver.bench_orders")
     assert replica.schema["note"].dataType.simpleString() == "bigint"
     assert replica.first()["note"] == 7

@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.runtime.expectations import ExpectationViolation
 from cdc_lakehouse.runtime.graph import PipelineDefinitionError
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 BASIC = str(REPO / "tests/pipelines/basic/*.py")
@@ -38,7 +38,7 @@ def first_batch(landing):
 @pytest.mark.parametrize("pipeline", [BASIC, LEGACY], ids=["dp", "legacy dlt"])
 def test_tables_views_expectations_and_append_flows(spark, first_batch, lake, pipeline):
     result = _run(spark, first_batch, lake, pipeline)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
 
     assert store.read("bronze.orders_raw").count() == 4  # `expect` keeps failing rows
     assertDataFrameEqual(
@@ -67,7 +67,7 @@ def test_tables_views_expectations_and_append_flows(spark, first_batch, lake, pi
 
 def test_event_log_records_every_flow(spark, first_batch, lake):
     _run(spark, first_batch, lake)
-    log = DeltaRsStore(spark, lake).read("pipeline.event_log")
+    log = LakeStore(spark, lake).read("pipeline.event_log")
     rows = {r["flow"]: r for r in log.collect()}
     assert set(rows) >= {"bronze.orders_raw", "silver.orders", "events_from_orders", "events_from_refunds", "gold.revenue_by_region"}
     raw = rows["bronze.orders_raw"]
@@ -87,7 +87,7 @@ def test_rerun_reads_only_new_input(spark, first_batch, lake):
     later = _run(spark, first_batch, lake)
     assert later.event("bronze.orders_raw").rows_read == 1
     assert later.event("silver.orders").rows_read == 1
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assert store.read("bronze.orders_raw").count() == 5
     assert store.read("silver.orders").count() == 3
     assertDataFrameEqual(
@@ -100,7 +100,7 @@ def test_full_refresh_recomputes_from_all_input(spark, first_batch, lake):
     _run(spark, first_batch, lake)
     again = _run(spark, first_batch, lake, full_refresh=True)
     assert again.event("bronze.orders_raw").rows_read == 4
-    assert DeltaRsStore(spark, lake).read("bronze.orders_raw").count() == 4
+    assert LakeStore(spark, lake).read("bronze.orders_raw").count() == 4
 
 
 class Crash(Exception):
@@ -109,7 +109,7 @@ class Crash(Exception):
 
 def _commit_points(spark, landing, lake) -> list[tuple[str, str]]:
     seen = []
-    store = DeltaRsStore(spark, lake, commit_hook=lambda stage, table: seen.append((stage, table)))
+    store = LakeStore(spark, lake, commit_hook=lambda stage, table: seen.append((stage, table)))
     _run(spark, landing, lake, store=store)
     return seen
 
@@ -125,7 +125,7 @@ def _crash_at(point: int):
     return hook
 
 
-def _snapshot(store: DeltaRsStore, tables: list[str]):
+def _snapshot(store: LakeStore, tables: list[str]):
     return {t: store.read(t) for t in tables}
 
 
@@ -135,14 +135,14 @@ def test_crash_at_every_commit_point_then_rerun_gives_identical_tables(spark, fi
     reference_lake = tmp_path / "reference"
     points = _commit_points(spark, first_batch, reference_lake)
     tables = ["bronze.orders_raw", "silver.orders", "silver.all_events", "gold.revenue_by_region"]
-    reference = _snapshot(DeltaRsStore(spark, reference_lake), tables)
+    reference = _snapshot(LakeStore(spark, reference_lake), tables)
     assert len(points) >= 8
     for point in range(1, len(points) + 1):
         lake = tmp_path / f"crash-{point}"
         with pytest.raises(Crash):
-            _run(spark, first_batch, lake, store=DeltaRsStore(spark, lake, commit_hook=_crash_at(point)))
+            _run(spark, first_batch, lake, store=LakeStore(spark, lake, commit_hook=_crash_at(point)))
         _run(spark, first_batch, lake)
-        recovered = DeltaRsStore(spark, lake)
+        recovered = LakeStore(spark, lake)
         for table in tables:
             assertDataFrameEqual(recovered.read(table), reference[table])
 
@@ -275,7 +275,7 @@ def test_flows_read_datasets_with_spark_read_table_and_spark_table(spark, tmp_pa
     lake = tmp_path / "lake"
     result = run_pipeline(spark, [str(pipeline)], lake)
     assert result.order.index("silver.numbers") < result.order.index("gold.even_total")
-    assert DeltaRsStore(spark, lake).read("gold.even_total").first()[0] == 2
+    assert LakeStore(spark, lake).read("gold.even_total").first()[0] == 2
 
 
 def test_a_flow_streams_a_lake_table_no_pipeline_defines(spark, tmp_path):
@@ -288,7 +288,7 @@ def test_a_flow_streams_a_lake_table_no_pipeline_defines(spark, tmp_path):
         "def items():\n    return spark.readStream.table('main.src.items')\n"
     )
     lake = tmp_path / "lake"
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     store.overwrite("src.items", spark.range(3))
     for _ in range(2):  # the second update finds the table as read: nothing more
         run_pipeline(spark, [str(pipeline)], lake)
@@ -314,7 +314,7 @@ def test_full_refresh_keeps_tables_that_forbid_reset(spark, tmp_path, landing):
     write_jsonl(landing / "2.jsonl", [{"x": 2}])
     result = run_pipeline(spark, [str(pipeline)], lake, conf, full_refresh=True)
     assert result.event("bronze.raw").rows_read == 1
-    assert DeltaRsStore(spark, lake).read("gold.total").first()[0] == 3
+    assert LakeStore(spark, lake).read("gold.total").first()[0] == 3
 
 
 SHARED = str(REPO / "tests/pipelines/shared_view/*.py")
@@ -324,7 +324,7 @@ def test_two_tables_reading_one_view_share_its_evaluation_per_input(spark, landi
     """The view draws a random number per row: equal draws in both tables show one evaluation
     for both readers; a later update with new files evaluates it again, for the new rows only."""
     conf = {"test.landing": str(landing)}
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     for update, ids in enumerate([range(0, 6), range(6, 10)]):
         write_jsonl(landing / f"items/{update}.jsonl", [{"id": i} for i in ids])
         result = run_pipeline(spark, [SHARED], lake, conf)

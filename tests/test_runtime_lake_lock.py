@@ -17,7 +17,7 @@ import held_steps
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.runtime.lake_lock import LakeLocked, lake_lock
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 from silver_support import onboarding_for
 
@@ -73,7 +73,7 @@ from pathlib import Path
 from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import PipelineRunner, pipeline_configuration
 from cdc_lakehouse.runtime.session import get_spark
-from cdc_lakehouse.storage import ConcurrentCommit, DeltaRsStore
+from cdc_lakehouse.storage import ConcurrentCommit, LakeStore
 
 lake, config, sources, table = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 
@@ -86,7 +86,7 @@ spark = get_spark("racer")
 with pipeline_configuration(spark, config):  # without the lake's lock: as on another machine
     graph = load_pipeline(spark, sources)
     try:
-        PipelineRunner(spark, DeltaRsStore(spark, lake, commit_hook=pause), graph, lake, config).run()
+        PipelineRunner(spark, LakeStore(spark, lake, commit_hook=pause), graph, lake, config).run()
     except ConcurrentCommit as refused:
         print(refused, flush=True)
         sys.exit(3)
@@ -112,7 +112,7 @@ def test_two_updates_racing_past_the_lock_ingest_each_line_once(spark, tmp_path)
     finally:
         racer.kill()
     assert racer.returncode == 3 and f"committed to {EVENTS} while this update wrote batch 0" in out
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assert store.read(EVENTS).count() == 4 and store.read(f"{EVENTS}_quarantine").count() == 0  # 4 lines landed
     run_pipeline(spark, bronze, lake, config)  # the next update: nothing left to ingest
-    assert DeltaRsStore(spark, lake).read(EVENTS).count() == 4
+    assert LakeStore(spark, lake).read(EVENTS).count() == 4

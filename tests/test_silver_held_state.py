@@ -10,7 +10,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.silver import binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver.transactions_table import binlog_transactions_table
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from held_steps import STATE
 
 
@@ -57,12 +57,12 @@ def test_a_transaction_with_a_quarantined_line_is_held_naming_it_until_the_corre
     held = steps["open"].transactions.filter("status = 'incomplete'").first()
     assert held.held_because.startswith("quarantined line 11 of ") and held.held_because.endswith("1.jsonl: unparseable line: not one JSON object: NaN is not JSON")
     assert steps["completed"].transactions.filter("held_because IS NOT NULL").count() == 0
-    gold_held = DeltaRsStore(spark, held_lake.lake).read("gold.held_transactions")
+    gold_held = LakeStore(spark, held_lake.lake).read("gold.held_transactions")
     assert gold_held.count() == 0  # as of the last step
 
 
 def test_the_transactions_table_kept_batch_by_batch_equals_one_built_from_all_of_bronze(spark, held_lake):
-    store = DeltaRsStore(spark, held_lake.lake)
+    store = LakeStore(spark, held_lake.lake)
     whole = binlog_transactions_table(store.read("bronze.shop_binlog_events"), store.read("bronze.shop_sessions"),
                                       store.read("silver.shop_changes"))
     assertDataFrameEqual(held_lake.steps["new"].transactions, whole)
@@ -70,7 +70,7 @@ def test_the_transactions_table_kept_batch_by_batch_equals_one_built_from_all_of
 
 def test_assembly_reads_no_bronze_file_when_no_event_is_late(spark, held_lake):
     """The batch's events come from the new rows and the state: all of bronze is not read."""
-    store = DeltaRsStore(spark, held_lake.lake)
+    store = LakeStore(spark, held_lake.lake)
     bronze = store.read("bronze.shop_binlog_events")
     landed = bronze.filter("file = 'mysql-bin.000002' AND pos = 510").collect()[0].asDict()
     new = spark.createDataFrame([{**landed, "pos": 610}], bronze.schema)  # after the floor

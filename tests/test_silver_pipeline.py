@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import FIXTURES, TABLES, assert_replica_equals_source, onboarding_for, run_project
 
 SILVER = ("bronze", "silver")  # what the tests below check; gold has tests of its own
@@ -40,7 +40,7 @@ def test_shadow_replica_equals_source_state(spark, shadow_lake, table):
 
 
 def test_shadow_transaction_recorded_twice_uses_the_latest_commit_time(spark, shadow_lake):
-    changes = DeltaRsStore(spark, shadow_lake).read("silver.shop_pg_changes").filter("txn_id = '7475'")
+    changes = LakeStore(spark, shadow_lake).read("silver.shop_pg_changes").filter("txn_id = '7475'")
     times = {r["commit_ts"] for r in changes.select("commit_ts").distinct().collect()}
     assert len(times) == 1
     txns = [json.loads(line) for f in sorted((FIXTURES / "landing/shop_pg/shadow/_transactions").glob("*.jsonl"))
@@ -50,19 +50,19 @@ def test_shadow_transaction_recorded_twice_uses_the_latest_commit_time(spark, sh
 
 
 def test_history_ends_in_the_current_state(spark, binlog_lake):
-    store = DeltaRsStore(spark, binlog_lake)
+    store = LakeStore(spark, binlog_lake)
     current = store.read("silver.shop_orders_history").filter(F.col("__END_AT").isNull()).drop("__START_AT", "__END_AT")
     assertDataFrameEqual(current, store.read("silver.shop_orders"))
 
 
 def test_transactions_table(spark, binlog_lake):
-    txns = DeltaRsStore(spark, binlog_lake).read("silver.shop_transactions")
+    txns = LakeStore(spark, binlog_lake).read("silver.shop_transactions")
     by_status = {r["status"]: r["count"] for r in txns.groupBy("status").count().collect()}
     assert by_status == {"committed": 286, "rolled_back": 14}
     no_xid = txns.filter(F.col("xid").isNull() & (F.col("status") == "committed") & F.col("ddl").isNull())
     assert sorted(r["txn_id"] for r in no_xid.collect()) == ["gtid:0-1-135", "pos:1:mysql-bin.000003:5305"]
     order_42 = txns.filter(F.array_contains("tables", "shop.orders")).join(
-        DeltaRsStore(spark, binlog_lake).read("silver.shop_changes").filter("table = 'orders' AND key = '{\"order_id\":\"42\"}'"),
+        LakeStore(spark, binlog_lake).read("silver.shop_changes").filter("table = 'orders' AND key = '{\"order_id\":\"42\"}'"),
         "txn_id",
     )
     assert sorted({(r["user"], r["role"]) for r in order_42.collect()}) == [
@@ -71,7 +71,7 @@ def test_transactions_table(spark, binlog_lake):
 
 
 def test_rolled_back_work_is_never_applied(spark, binlog_lake):
-    store = DeltaRsStore(spark, binlog_lake)
+    store = LakeStore(spark, binlog_lake)
     rolled_back = store.read("silver.shop_transactions").filter("status = 'rolled_back'").select("txn_id")
     assert store.read("silver.shop_changes").join(rolled_back, "txn_id").count() == 0
 
@@ -91,7 +91,7 @@ def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):
     _deliver([(f, f.name) for f in (FIXTURES / "landing/shop/sessions").glob("*.jsonl")], landing)
     _deliver([(binlog / n, n) for n in ("mysql-bin.000001.jsonl", "mysql-bin.000002.jsonl")], landing)
     run_project(spark, landing, lake, onboarding, SILVER)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     held = store.read("silver.shop_transactions").filter("gtid = '0-1-299'").select("status", "txn_id").collect()
     assert [r["status"] for r in held] == ["open"]
     assert store.read("silver.shop_changes").filter("txn_id = 'gtid:0-1-299' OR txn_id LIKE 'xid:%'").filter(
@@ -107,7 +107,7 @@ def test_transaction_split_across_runs_is_held_then_applied(spark, tmp_path):
 
 
 def test_shadow_transactions_table(spark, shadow_lake):
-    txns = DeltaRsStore(spark, shadow_lake).read("silver.shop_pg_transactions")
+    txns = LakeStore(spark, shadow_lake).read("silver.shop_pg_transactions")
     assert txns.filter("status = 'committed'").count() == txns.select("txn_id").distinct().count()
     assert txns.filter("txn_id = '7475'").count() == 1  # recorded twice, listed once
     row = txns.filter("txn_id = '7567'").first()  # alice inserts order 42

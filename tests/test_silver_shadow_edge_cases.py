@@ -19,7 +19,7 @@ import yaml
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.contract.landing import table_folder
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import run_project
 
 SOURCE, ODD = "src", 'odd "t"; --'
@@ -98,24 +98,24 @@ def lake(spark, tmp_path_factory) -> Path:
 
 
 def test_a_table_name_that_needs_escaping_is_replicated(spark, lake):
-    replica = DeltaRsStore(spark, lake).read("silver.src_odd_t")
+    replica = LakeStore(spark, lake).read("silver.src_odd_t")
     assertDataFrameEqual(replica, spark.createDataFrame([(7, "odd")], "id long, a string"))
 
 
 def test_a_row_is_rebuilt_along_its_whole_chain_of_key_changes(spark, lake):
-    replica = DeltaRsStore(spark, lake).read("silver.src_t").select("id", "a", "b")
+    replica = LakeStore(spark, lake).read("silver.src_t").select("id", "a", "b")
     assertDataFrameEqual(replica, spark.createDataFrame([(3, "x", "y")], "id long, a string, b string"))
 
 
 def test_a_user_without_a_role_keeps_a_null_role(spark, lake):
-    txns = DeltaRsStore(spark, lake).read("silver.src_transactions").select("txn_id", "user", "role")
+    txns = LakeStore(spark, lake).read("silver.src_transactions").select("txn_id", "user", "role")
     expected = spark.createDataFrame([("1", "u1", "writer"), ("2", "u2", "writer"), ("3", "u3", None),
                                       ("4", "u4", "writer"), ("5", "u5", "writer")], "txn_id string, user string, role string")
     assertDataFrameEqual(txns, expected)
 
 
 def test_operations_at_the_same_time_combine_in_log_order(spark, lake):
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     replica = store.read("silver.src_n").select("id", "a", "b")
     assertDataFrameEqual(replica, spark.createDataFrame([(2, "y", "z"), (3, "x", "b")], "id long, a string, b string"))
     net = store.read("silver.src_changes").filter("`table` = 'n' AND op <> 'NONE'").select("key", "op", "op_count")

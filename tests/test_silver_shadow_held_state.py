@@ -36,7 +36,7 @@ from cdc_lakehouse.contract.landing import table_folder
 from cdc_lakehouse.silver import shadow_changes, shadow_held, shadow_transactions
 from cdc_lakehouse.silver.change_stream import shadow_change_batch
 from cdc_lakehouse.silver.transactions_table import shadow_transactions_table
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from silver_support import run_project
 from test_snapshot_support import reconcile, write_snapshot
 
@@ -131,7 +131,7 @@ def held(spark, tmp_path_factory) -> tuple[Path, dict[str, Step]]:
             [reconciled] = reconcile(spark, landing, lake, root / "onboarding.yml")
             assert reconciled.counts["inserts"] == 1
         run_project(spark, landing, lake, root / "onboarding.yml", ("bronze", "silver"))
-        store = DeltaRsStore(spark, lake)
+        store = LakeStore(spark, lake)
         replica = {r["id"]: (r["a"], r["b"]) for r in store.read(f"silver.{SOURCE}_t").collect()}
         onboarded = store.read(CHANGES).filter("_onboarded")
         expected = shadow_transactions_table(SOURCE, store.read(TXNS), onboarded, store.read(STREAM))
@@ -186,7 +186,7 @@ def test_a_partial_update_of_a_row_a_snapshot_set_keeps_its_other_columns(spark,
     assert steps["snapshot"].replica == {2: ("a6", "b2"), 3: ("x2", "b6"), 4: ("s4", "t4")}
     assert _images(steps["snapshot"])['{"id":"4"}'] == {"id": "4", "a": '"s4"', "b": '"t4"'}
     assert steps["partial"].replica == {2: ("a6", "b2"), 3: ("x2", "b6"), 4: ("a7", "t4")}
-    change = DeltaRsStore(spark, lake).read(STREAM).filter("txn_id = 'P7'").select("op", "row", "before").collect()
+    change = LakeStore(spark, lake).read(STREAM).filter("txn_id = 'P7'").select("op", "row", "before").collect()
     assert [r.asDict() for r in change] == [{"op": "UPDATE", "row": '{"id":4,"a":"a7","b":"t4"}',
                                              "before": '{"id":4,"a":"s4","b":"t4"}'}]
 
@@ -195,7 +195,7 @@ def test_the_streaming_form_continues_the_snapshot_s_row_too(spark, held):
     """The streaming form (Databricks) folds the whole history with all corrections; run on the
     partial step's rows as its micro-batch, it emits what the held state did."""
     lake, steps = held
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes, txns = store.read(CHANGES).filter("_onboarded"), store.read(TXNS)
     name = F.element_at(F.split("_source_file", "/"), -1)
     new = steps["partial"].files
@@ -209,7 +209,7 @@ def test_the_change_stream_batch_by_batch_equals_the_one_assembled_from_all_of_b
     """Each update's changes as ``shadow_changes.net_changes`` (no flow state here) gives them
     from the bronze rows landed up to that update."""
     lake, steps = held
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes, txns = store.read(CHANGES).filter("_onboarded"), store.read(TXNS)
     corrections = store.read(CORRECTIONS)
     name = F.element_at(F.split("_source_file", "/"), -1)
@@ -229,7 +229,7 @@ def test_a_batch_of_new_rows_reads_no_bronze_change_row(spark, held):
     """The batch's operations come from its new rows and the state: a read of the bronze change
     rows would fail the batch."""
     lake, _ = held
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes, txns = store.read(CHANGES), store.read(TXNS)
     unread = changes.filter(F.raise_error(F.lit("the bronze change rows were read")).isNull())
     template_change = changes.filter("txn_id = 'T6'").first().asDict()
@@ -263,7 +263,7 @@ def test_a_batch_of_new_rows_reads_no_bronze_change_row_for_the_transactions_tab
     """T8's change row and T7's transaction row are new, T7's change row is held: the rows
     come from the state and the new rows, and T8 is held with its first operation's time."""
     lake, _ = held
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes, txns = store.read(CHANGES), store.read(TXNS)
     unread = changes.filter(F.raise_error(F.lit("the bronze change rows were read")).isNull())
     template = changes.filter("txn_id = 'T6'").first().asDict()
@@ -284,7 +284,7 @@ def test_a_held_transactions_ddl_is_kept_until_its_transaction_row_arrives(spark
     """T9's DROP TABLE row lands without its transaction row: the state keeps the statement,
     and the row T9 gets when its transaction row lands names it (gold.data_quality reads it)."""
     lake, _ = held
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     changes, txns, stream = store.read(CHANGES), store.read(TXNS), store.read(STREAM)
     template = changes.filter("txn_id = 'T6'").first().asDict()
     drop = spark.createDataFrame([{**template, "txn_id": "T9", "op": "A", "key": "{}", "old_key": None,

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.silver.change_stream import binlog_change_batch, shadow_change_batch
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 UPDATE_OF_NUMBER = {1: 1, 2: 1, 3: 2}
 AGAIN = ".again"
@@ -114,7 +114,7 @@ def both_forms(flow, inputs: list[Deliveries], tmp_path: Path) -> None:
 
 @pytest.fixture
 def bronze(spark, demo_lake):
-    store = DeltaRsStore(spark, demo_lake)
+    store = LakeStore(spark, demo_lake)
     return lambda name: store.read(f"bronze.{name}")
 
 

@@ -28,7 +28,7 @@ from cdc_lakehouse.silver.binlog_gaps import with_gaps
 from cdc_lakehouse.silver.apply_policy import anomalies
 from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import history_changes, replica_changes
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from held_steps import event, transaction
 from lake_helpers import write_jsonl
 from silver_support import onboarding_for, run_project
@@ -91,7 +91,7 @@ class Step:
     lake: Path
 
 
-def _versions(store: DeltaRsStore, table: str, *columns: str) -> list[tuple]:
+def _versions(store: LakeStore, table: str, *columns: str) -> list[tuple]:
     found = store.read(table).select(*columns, F.col("__START_AT.position"), F.col("__END_AT.position"))
     return sorted(tuple(r) for r in found.collect())
 
@@ -115,7 +115,7 @@ def truncated(spark, tmp_path_factory) -> list[Step]:
     for step in range(len(STEPS)):
         _land(landing, step)
         run_project(spark, landing, lake, onboarding)
-        store = DeltaRsStore(spark, lake)
+        store = LakeStore(spark, lake)
         ids = lambda df: {r.customer_id for r in df.collect()}  # noqa: E731
         audit = store.read("gold.audit_log").orderBy("sequence", "key")
         steps.append(Step(
@@ -157,19 +157,19 @@ def test_the_audit_log_shows_the_postgres_truncates_and_alters_not_what_truncate
 
 
 def test_health_counts_the_postgres_alter_and_drop_and_marks_the_table_dropped(spark, truncated):
-    quality = DeltaRsStore(spark, truncated[1].lake).read("gold.data_quality").filter(F.col("source") == "shop_pg")
+    quality = LakeStore(spark, truncated[1].lake).read("gold.data_quality").filter(F.col("source") == "shop_pg")
     assert [(r.table, r.schema_changes, r.last_schema_change, r.dropped_at) for r in quality.collect()] == [
         ("shop.customers", 2, PG_DROP, datetime(2026, 3, 2, 9, 0, 8))]
 
 
 def test_a_postgres_truncate_without_its_transaction_row_is_held(spark, truncated):
-    store = DeltaRsStore(spark, truncated[1].lake)
+    store = LakeStore(spark, truncated[1].lake)
     held = store.read("silver.__flow_state_shop_pg_shadow_changes").filter(F.col("kind") == shadow_held.PENDING)
     assert [(r.txn_id, r.op) for r in held.collect()] == [("P7", "T")]
 
 
 def test_a_postgres_insert_after_a_truncate_is_no_anomaly(spark, truncated):
-    store = DeltaRsStore(spark, truncated[1].lake)
+    store = LakeStore(spark, truncated[1].lake)
     assert store.read("silver.shop_pg_anomalies").count() == 0
 
 
@@ -195,7 +195,7 @@ def test_the_audit_log_shows_the_truncate(truncated):
 def test_the_streaming_form_emits_the_truncates_the_batch_form_does(spark, truncated):
     """On Databricks the change stream is a stream-static join (silver/arrivals.py); here every
     bronze event is new, so it emits every committed transaction."""
-    store = DeltaRsStore(spark, truncated[-1].lake)
+    store = LakeStore(spark, truncated[-1].lake)
     events = with_gaps(store.read("bronze.shop_binlog_events"), store.read("bronze.shop_binlog_events_quarantine"))
     sessions = store.read("bronze.shop_sessions") if store.exists("bronze.shop_sessions") else None
     streamed = change_stream._streamed_binlog_changes(events, events, sessions)
@@ -207,7 +207,7 @@ def test_the_streaming_form_emits_the_truncates_the_batch_form_does(spark, trunc
 
 
 def test_the_streaming_form_of_a_shadow_source_emits_what_the_batch_form_did(spark, truncated):
-    store = DeltaRsStore(spark, truncated[-1].lake)
+    store = LakeStore(spark, truncated[-1].lake)
     changes = store.read("bronze.shop_pg_shadow_changes").filter("_onboarded")
     txns = store.read("bronze.shop_pg_shadow_transactions")
     net = shadow_changes.streamed_net_changes(changes, txns, changes, txns)
@@ -300,7 +300,7 @@ def altered(spark, truncated) -> Altered:
     flow["source_details"]["source_schema_path"] = str(declared)
     (root / "onboarding.yml").write_text(yaml.safe_dump(flows))
     run_project(spark, root / "landing", lake, root / "onboarding.yml")
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     vips = lambda table: {r.customer_id: r.vip for r in store.read(table).collect()}  # noqa: E731
     audit = store.read("gold.audit_log").filter("source = 'shop'").orderBy("sequence", "key")
     return Altered(str(stopped.value), vips("silver.shop_customers"), vips("gold.shop_customers"),

@@ -14,7 +14,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/skipped_work/*.py")
@@ -56,11 +56,11 @@ def _run(spark, paths: Paths, store=None, sources=(PIPELINE,), **conf):
 
 
 def _table(spark, paths: Paths, name: str):
-    return DeltaRsStore(spark, paths.lake).read(name)
+    return LakeStore(spark, paths.lake).read(name)
 
 
 def _version(spark, paths: Paths, name: str) -> int:
-    return DeltaRsStore(spark, paths.lake).version(name)
+    return LakeStore(spark, paths.lake).version(name)
 
 
 def _totals(spark, rows):
@@ -183,7 +183,7 @@ def test_a_view_stopped_before_it_was_written_is_recomputed_by_the_next_update(s
     _run(spark, paths)
     write_jsonl(paths.landing / "readings/2.jsonl", [{"sensor": "b", "value": 6.0}])
     with pytest.raises(Crash):
-        _run(spark, paths, store=DeltaRsStore(spark, paths.lake, commit_hook=_crash_before_commit_to("gold.totals")))
+        _run(spark, paths, store=LakeStore(spark, paths.lake, commit_hook=_crash_before_commit_to("gold.totals")))
 
     again = _run(spark, paths)
 

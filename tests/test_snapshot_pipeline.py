@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from test_snapshot_support import T0, Binlog, product, products, products_onboarding, reconcile, run, write_snapshot
 
 
@@ -45,7 +45,7 @@ def test_patent_example_replica_ends_equal_to_the_latest_snapshot(spark, tmp_pat
         "inserts": 1, "updates": 0, "deletes": 2, "unchanged": 1}
     run(spark, landing, lake, onboarding)
 
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assertDataFrameEqual(store.read("silver.shop_products"),
                          products(spark, [(3, "coffee", 9.0), (4, "mate", 5.0)]))
     corrections = store.read("silver.shop_changes").filter("origin = 'snapshot'")
@@ -87,7 +87,7 @@ def test_positioned_snapshot_racing_with_later_changes(spark, tmp_path):
         "inserts": 0, "updates": 1, "deletes": 0, "superseded": 2}
     assert outcome.sequence["position"] == lsn(p1)
     run(spark, landing, lake, onboarding)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     assertDataFrameEqual(store.read("silver.shop_products"), products(spark,
         [(1, "a2", 1.5), (2, "b-fixed", 2.0), (3, "c", 3.0)]))
 

@@ -21,7 +21,7 @@ from cdc_lakehouse.snapshot import compare as cmp
 from cdc_lakehouse.snapshot.corrections import read_corrections
 from cdc_lakehouse.snapshot.reconcile import diff_snapshot
 from cdc_lakehouse.snapshot.sequence import SORTS_LAST
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from test_snapshot_support import T0, product, products_onboarding, reconcile, write_snapshot
 
 PRODUCT = "product_id long, name string, price double"
@@ -36,7 +36,7 @@ def onboarding(tmp_path):
 
 
 def make_replica(spark, lake, rows, state=None, table="silver.shop_products", schema=PRODUCT, state_schema=STATE):
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     store.overwrite(table, spark.createDataFrame(rows, schema))
     if state is not None:
         store.overwrite("silver.__apply_changes_storage_shop_products", spark.createDataFrame(state, state_schema))
@@ -119,7 +119,7 @@ def test_column_filters_apply_before_comparing(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     replica = spark.createDataFrame([(1, "a", 1.0), (2, "b", 2.0)], PRODUCT).select(
         "product_id", F.sha2("name", 256).alias("name"), F.col("price").alias("unit_price"))
-    DeltaRsStore(spark, lake).overwrite("silver.shop_products", replica)
+    LakeStore(spark, lake).overwrite("silver.shop_products", replica)
     write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.5)])
     [outcome] = reconcile(spark, landing, lake, onboarding)
     assert (outcome.counts["updates"], outcome.counts["unchanged"]) == (1, 1)
@@ -332,7 +332,7 @@ def test_diff_of_a_table_or_folder_that_is_not_there_is_an_error(spark, tmp_path
             "from source shop") in " ".join(capsys.readouterr().err.split())
     # A folder outside a landing layout names no source; its table is still checked.
     elsewhere = Path(shutil.copytree(folder, tmp_path / "export" / "shop.products" / "s1"))
-    outcome = diff_snapshot(spark, DeltaRsStore(spark, lake), elsewhere, "silver.shop_products", load_onboarding(onboarding))
+    outcome = diff_snapshot(spark, LakeStore(spark, lake), elsewhere, "silver.shop_products", load_onboarding(onboarding))
     assert (outcome.source, outcome.status, outcome.counts["unchanged"]) == ("?", "dry_run", 1)
 
 
@@ -350,7 +350,7 @@ def test_a_manifest_without_row_count_says_it_is_missing(spark, tmp_path, onboar
 def test_diff_against_an_onboarded_replica_not_created_yet_says_it_would_seed_it(spark, tmp_path, onboarding):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     folder = write_snapshot(landing, "s1", [product(1, "a", 1.0), product(2, "b", 2.0)])
-    outcome = diff_snapshot(spark, DeltaRsStore(spark, lake), folder, "silver.shop_products", load_onboarding(onboarding))
+    outcome = diff_snapshot(spark, LakeStore(spark, lake), folder, "silver.shop_products", load_onboarding(onboarding))
     assert (outcome.status, outcome.counts["inserts"], outcome.reason) == (
         "dry_run", 2, "silver.shop_products does not exist yet: this snapshot would seed it (every row an INSERT)")
 

@@ -14,7 +14,7 @@ import yaml
 from cdc_lakehouse.config import load_onboarding
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.snapshot.reconcile import reconcile_landing
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 from silver_support import onboarding_for
 
@@ -40,7 +40,7 @@ def run(spark, landing: Path, lake: Path, onboarding: Path):
 
 
 def reconcile(spark, landing: Path, lake: Path, onboarding: Path):
-    return reconcile_landing(spark, DeltaRsStore(spark, lake), load_onboarding(onboarding), landing)
+    return reconcile_landing(spark, LakeStore(spark, lake), load_onboarding(onboarding), landing)
 
 
 def product(product_id: int, name: str, price: float) -> dict:

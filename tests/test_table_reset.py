@@ -14,7 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.cli import build_parser
 from cdc_lakehouse.runtime.graph import PipelineDefinitionError
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore, StreamingSourceChanged
+from cdc_lakehouse.storage import LakeStore, StreamingSourceChanged
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/skipped_work/*.py")  # bronze.readings -> silver.readings -> gold
@@ -36,11 +36,11 @@ def _run(spark, landing: Path, full_refresh=False, refresh=()):
     return run_pipeline(spark, [PIPELINE], landing.parent / "lake", configuration, full_refresh, refresh=refresh)
 
 
-def _store(spark, landing: Path) -> DeltaRsStore:
-    return DeltaRsStore(spark, landing.parent / "lake")
+def _store(spark, landing: Path) -> LakeStore:
+    return LakeStore(spark, landing.parent / "lake")
 
 
-def _two_batches(spark, landing: Path) -> DeltaRsStore:
+def _two_batches(spark, landing: Path) -> LakeStore:
     _run(spark, landing)
     write_jsonl(landing / "readings/2.jsonl", [{"sensor": "a", "value": 2.0}])
     _run(spark, landing)

@@ -37,9 +37,9 @@ def _spark():
 
 
 def _store(spark, lake: str):
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
-    return DeltaRsStore(spark, lake)
+    return LakeStore(spark, lake)
 
 
 def cmd_run(args) -> int:

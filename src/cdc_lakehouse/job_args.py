@@ -61,7 +61,7 @@ def open_store(args: argparse.Namespace) -> tuple[SparkSession, Any]:
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
         return spark, CatalogStore(spark, args.catalog)
     from cdc_lakehouse.runtime.session import get_spark
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     spark = get_spark()
-    return spark, DeltaRsStore(spark, args.lake)
+    return spark, LakeStore(spark, args.lake)

@@ -31,7 +31,9 @@ def define_replica(flow) -> None:
         return typed_changes(source_changes_due(spark.readStream.table, spark.read.table, settings, flow.source), flow)
 
     replica = inputs.gold_name(settings, flow.gold_table)
-    dp.create_streaming_table(replica, comment=replica_comment(flow), table_properties={"quality": "gold"})
+    # Its Change Data Feed is what a consumer downstream of the replica streams (docs/gold.md).
+    dp.create_streaming_table(replica, comment=replica_comment(flow),
+                              table_properties={"quality": "gold", "delta.enableChangeDataFeed": "true"})
     dp.create_auto_cdc_flow(target=replica, source=view, name=f"gold_{flow.gold_table}", **flow.apply_changes_args(1))
 
 

@@ -63,9 +63,9 @@ class LocalLake:
     """Tables of a local lake written by ``cdc_lakehouse.runtime.runner.run_pipeline``."""
 
     def __init__(self, spark, lake):
-        from cdc_lakehouse.storage import DeltaRsStore  # local only, hence not at module level
+        from cdc_lakehouse.storage import LakeStore  # local only, hence not at module level
 
-        self.spark, self.store = spark, DeltaRsStore(spark, lake)
+        self.spark, self.store = spark, LakeStore(spark, lake)
 
     def table(self, name: str) -> DataFrame:
         return self.store.read(name)

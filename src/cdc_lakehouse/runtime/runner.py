@@ -259,10 +259,10 @@ def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,
     ``refresh`` as in ``PipelineRunner``."""
     from cdc_lakehouse.runtime.lake_lock import lake_lock
     from cdc_lakehouse.runtime.loader import load_pipeline
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     configuration = dict(configuration or {})
-    store = store or DeltaRsStore(spark, lake)
+    store = store or LakeStore(spark, lake)
     with lake_lock(Path(lake)), pipeline_configuration(spark, configuration):
         graph = load_pipeline(spark, sources)
         return PipelineRunner(spark, store, graph, Path(lake), configuration, full_refresh, refresh).run()
