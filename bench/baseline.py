@@ -1,5 +1,5 @@
 """The baseline: the bare "keep the latest change per key, MERGE it into Delta" job people write
-by hand, on the same landing files and the same storage (``DeltaRsStore.upsert``, delta-rs).
+by hand, on the same landing files and the same storage (``LakeStore(...).upsert``: a delta-spark MERGE, or delta-rs with CDC_LAKEHOUSE_ENGINE=delta-rs).
 
 Per table: read the binlog JSON with Spark, explode the row images, parse them with the table's
 (known) schema, keep the latest image per key by log position with a window, and MERGE the

@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.runtime.runner import run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("bronze", "silver", "gold")
@@ -46,13 +46,13 @@ def run_project(spark, landing: Path, lake: Path, onboarding: Path, store=None, 
 
 # -- whole-lake comparison --------------------------------------------------------------------
 def table_names(spark, lake: Path, exclude=(EVENT_LOG,)) -> list[str]:
-    return sorted(t.name for t in DeltaRsStore(spark, lake).list_tables() if t.name not in exclude)
+    return sorted(t.name for t in LakeStore(spark, lake).list_tables() if t.name not in exclude)
 
 
 def table_content(spark, lake: Path, name: str, volatile=VOLATILE_COLUMNS) -> tuple[list[str], list[str]]:
     """(schema as ``name type`` strings, rows as canonical JSON sorted), volatile columns left out.
     For the small lakes of tests: the rows are collected."""
-    df = DeltaRsStore(spark, lake).read(name)
+    df = LakeStore(spark, lake).read(name)
     kept = [f for f in df.schema.fields if f.name not in volatile]
     schema = [f"{f.name} {f.dataType.simpleString()}" for f in kept]
     if not kept:

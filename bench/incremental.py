@@ -104,7 +104,7 @@ def timed_update(spark, lake: Lake) -> dict:
 
 def timed_floor(spark, lake: Lake, files: list[str]) -> dict:
     """The baseline MERGE of the files just landed (copied to a landing of their own)."""
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     own = lake.root / "floor" / "landing" / BINLOG_SOURCE / "binlog"
     shutil.rmtree(own, ignore_errors=True)
@@ -112,7 +112,7 @@ def timed_floor(spark, lake: Lake, files: list[str]) -> dict:
     for name in files:
         shutil.copy(lake.root / "landing" / BINLOG_SOURCE / "binlog" / name, own / name)
     t0 = time.perf_counter()
-    merged = baseline.run_baseline(spark, DeltaRsStore(spark, lake.root / "floor" / "lake"), own.parent.parent, lake.feed.tables)
+    merged = baseline.run_baseline(spark, LakeStore(spark, lake.root / "floor" / "lake"), own.parent.parent, lake.feed.tables)
     return {"wall_s": round(time.perf_counter() - t0, 3), "rows_merged": sum(merged.values())}
 
 
@@ -143,10 +143,10 @@ def build_lake(work: Path, history: int, seed: int, tables: tuple[str, ...], eve
 def verify_lake(spark, lake: Lake, tables: tuple[str, ...]) -> dict:
     """The lake's silver and gold replicas against the source state after the last changes
     landed (no transaction is held, so the coherent gold replicas hold every change too)."""
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     state = lake.feed.write_expected(lake.root / "state")
-    read = DeltaRsStore(spark, lake.lake).read
+    read = LakeStore(spark, lake.lake).read
     checks = {layer: verify.verify_replicas(spark, read, state, BINLOG_SOURCE, tables, name=lambda s, t, layer=layer: f"{layer}.{s}_{t}")
               for layer in ("silver", "gold")}
     return {**checks, "all_equal": all(c["all_equal"] for c in checks.values())}

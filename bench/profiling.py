@@ -5,10 +5,12 @@ Two sources, both cheap enough to leave on while measuring:
 * the pipeline's own event log (``pipeline.event_log``): one row per flow with its start and
   duration. Flows run nested (a flow that reads a dataset first brings that dataset up to date),
   so a flow's *self* time is its duration minus the durations of the flows that ran inside it;
-* a ``DeltaRsStore`` subclass that times, per table, the storage calls of the update: the Spark
-  work that produces a write (executing the query and collecting its Arrow batches into the
-  driver, or staging them in files: ``storage/arrow_handoff.py``) apart from the delta-rs
-  commit or MERGE itself.
+* ``TimingStore``, the lake's store (``LakeStore``: delta-spark, or delta-rs with
+  ``CDC_LAKEHOUSE_ENGINE=delta-rs``) timing, per table, the writes of the update. With
+  delta-spark a write is one Spark job that computes and commits (``write_s``); with delta-rs
+  the Spark work that produces it (executing the query and collecting its Arrow batches into
+  the driver, or staging them: ``storage/arrow_handoff.py``) is timed apart from the delta-rs
+  commit or MERGE (``spark_collect_s`` and the rest).
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ import threading
 import time
 from collections import defaultdict
 
-from cdc_lakehouse.storage import DeltaRsStore, arrow_handoff
+from cdc_lakehouse.storage import LakeStore
 
 _local = threading.local()
 _SPARK_STEPS = ("collect", "stage")  # where arrow_handoff runs the Spark job of a write
-_originals = {name: getattr(arrow_handoff, name) for name in _SPARK_STEPS}
 
 
 def _timing(step):
@@ -35,17 +36,27 @@ def _timing(step):
     return run
 
 
-class TimingStore(DeltaRsStore):
-    """DeltaRsStore that records, per table: calls, rows, Spark+collect time, delta-rs time."""
+class TimingStore:
+    """The lake's store, recording per table: calls, rows and seconds of its writes."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, spark, lake, **kwargs):
+        self.store = LakeStore(spark, lake, **kwargs)
         self.stats: dict[str, dict] = defaultdict(lambda: defaultdict(float))
-        for name, step in _originals.items():
-            setattr(arrow_handoff, name, _timing(step))
+        self._originals: dict = {}
+        if type(self.store).__name__ == "DeltaRsStore":  # its Spark work is apart from its commit
+            from cdc_lakehouse.storage import arrow_handoff
+
+            self._originals = {name: getattr(arrow_handoff, name) for name in _SPARK_STEPS}
+            for name, step in self._originals.items():
+                setattr(arrow_handoff, name, _timing(step))
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
 
     def close(self) -> None:
-        for name, step in _originals.items():
+        from cdc_lakehouse.storage import arrow_handoff
+
+        for name, step in self._originals.items():
             setattr(arrow_handoff, name, step)
 
     def _timed(self, kind: str, name: str, call):
@@ -56,21 +67,23 @@ class TimingStore(DeltaRsStore):
         s = self.stats[name]
         s[f"{kind}_calls"] += 1
         s[f"{kind}_rows"] += rows or 0
-        s["spark_collect_s"] += _local.spark_s
-        s["delta_write_s"] += total - _local.spark_s
+        s["write_s"] += total
+        if self._originals:
+            s["spark_collect_s"] += _local.spark_s
+            s["delta_write_s"] += total - _local.spark_s
         return rows
 
     def append(self, name, df, commit=None, **opts):
-        return self._timed("append", name, lambda: super(TimingStore, self).append(name, df, commit, **opts))
+        return self._timed("append", name, lambda: self.store.append(name, df, commit, **opts))
 
     def overwrite(self, name, df, commit=None, **opts):
-        return self._timed("overwrite", name, lambda: super(TimingStore, self).overwrite(name, df, commit, **opts))
+        return self._timed("overwrite", name, lambda: self.store.overwrite(name, df, commit, **opts))
 
     def upsert(self, name, df, spec, commit=None, **opts):
-        return self._timed("upsert", name, lambda: super(TimingStore, self).upsert(name, df, spec, commit, **opts))
+        return self._timed("upsert", name, lambda: self.store.upsert(name, df, spec, commit, **opts))
 
     def replace_where(self, name, df, where, commit=None):
-        return self._timed("replace", name, lambda: super(TimingStore, self).replace_where(name, df, where, commit))
+        return self._timed("replace", name, lambda: self.store.replace_where(name, df, where, commit))
 
     def summary(self) -> dict:
         return {t: {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()} for t, s in sorted(self.stats.items())}

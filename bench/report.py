@@ -88,12 +88,12 @@ PROFILE_HEADER = ["flow", "type", "rows read", "rows written", "self s", "% of w
 
 def storage_rows(res: dict, top: int = 10) -> list[list[str]]:
     storage = ((res.get("pipeline") or {}).get("profile") or {}).get("storage") or {}
-    items = sorted(storage.items(), key=lambda kv: -(kv[1].get("spark_collect_s", 0) + kv[1].get("delta_write_s", 0)))
-    return [[t, _fmt(s.get("spark_collect_s")), _fmt(s.get("delta_write_s")),
+    items = sorted(storage.items(), key=lambda kv: -kv[1].get("write_s", 0))
+    return [[t, _fmt(s.get("write_s")), _fmt(s.get("spark_collect_s")), _fmt(s.get("delta_write_s")),
              _fmt(int(sum(v for k, v in s.items() if k.endswith("_rows"))))] for t, s in items[:top]]
 
 
-STORAGE_HEADER = ["table", "Spark + collect s", "delta-rs write s", "rows written"]
+STORAGE_HEADER = ["table", "write s", "delta-rs: Spark + collect s", "delta-rs: commit s", "rows written"]
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:

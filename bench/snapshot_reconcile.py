@@ -165,9 +165,9 @@ def timed(fn, *args):
 
 def load(spark, onboarding, onboarding_path, landing, lake, folder) -> dict:
     """Reconcile (as a seed when the lake is empty, else as a difference), then update."""
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     outcome, reconcile_s = timed(reconcile, spark, store, onboarding, landing, folder)
     flows, update_s = timed(update, spark, landing, lake, onboarding_path)
     return {"reconcile_s": reconcile_s, "update_s": update_s, "total_s": round(reconcile_s + update_s, 2),
@@ -221,7 +221,7 @@ def main() -> None:
     from cdc_lakehouse.config import load_onboarding
     from cdc_lakehouse.runtime.session import get_spark
     from cdc_lakehouse.snapshot.reconcile import diff_snapshot
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     from bench import snapshot_floor
 
@@ -256,7 +256,7 @@ def main() -> None:
         repeats.append(load(spark, onboarding, onboarding_path, work / "landing_a", work / "lake_a", snapshots / "v2"))
         report(f"incremental (v2) {i + 1} of {args.repeat}", repeats[-1])
     incremental = repeats[0]
-    check = diff_snapshot(spark, DeltaRsStore(spark, work / "lake_a"), snapshots / "v2", "silver.shop_products", onboarding)
+    check = diff_snapshot(spark, LakeStore(spark, work / "lake_a"), snapshots / "v2", "silver.shop_products", onboarding)
     print("check", json.dumps(check.counts), flush=True)
     full = initial
     if not args.no_reload_v2:
@@ -265,7 +265,7 @@ def main() -> None:
         full = load(spark, onboarding, onboarding_path, work / "landing_b", work / "lake_b", snapshots / "v2")
         report("full reload (v2)", full)
     # The replica holds v2 now: compared with v1, the floor finds the same difference again.
-    floor = snapshot_floor.measure(spark, DeltaRsStore(spark, work / "lake_a"), "silver.shop_products", "product_id",
+    floor = snapshot_floor.measure(spark, LakeStore(spark, work / "lake_a"), "silver.shop_products", "product_id",
                                    sorted((snapshots / "v1").glob("part-*.jsonl")), plan["step"], args.scd)
     print("floor", json.dumps(floor), flush=True)
 

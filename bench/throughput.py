@@ -1,7 +1,7 @@
 """End-to-end throughput, bronze to gold, beside the hand-written baseline, in the same run.
 
 Both read the same generated binlog landing files (``bench.workload``) into a fresh lake with the
-same storage (``DeltaRsStore``, delta-rs), each in its own worker process (fresh JVM, its own
+same storage (``LakeStore``: the engine CDC_LAKEHOUSE_ENGINE names, delta-spark by default), each in its own worker process (fresh JVM, its own
 memory peaks), after the same warm-up on a small workload (JIT and Spark's code generation warm
 in both). events/s = binlog row changes / wall seconds of the update.
 """
@@ -92,7 +92,7 @@ def worker_pipeline(params: dict) -> dict:
 
 def worker_baseline(params: dict) -> dict:
     from cdc_lakehouse.runtime.session import get_spark
-    from cdc_lakehouse.storage import DeltaRsStore
+    from cdc_lakehouse.storage import LakeStore
 
     from bench import baseline, verify
 
@@ -102,12 +102,12 @@ def worker_baseline(params: dict) -> dict:
         warm_lake = Path(params["lake"]).with_name(Path(params["lake"]).name + "-warmup")
         shutil.rmtree(warm_lake, ignore_errors=True)
         t0 = time.perf_counter()
-        baseline.run_baseline(spark, DeltaRsStore(spark, warm_lake), Path(params["warmup"]) / "landing", params["tables"])
+        baseline.run_baseline(spark, LakeStore(spark, warm_lake), Path(params["warmup"]) / "landing", params["tables"])
         result["warmup_s"] = round(time.perf_counter() - t0, 2)
         shutil.rmtree(warm_lake, ignore_errors=True)
     lake = Path(params["lake"])
     shutil.rmtree(lake, ignore_errors=True)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     cpu = measure.CpuMeter().start()
     t0 = time.perf_counter()
     merged = baseline.run_baseline(spark, store, Path(params["out"]) / "landing", params["tables"])
