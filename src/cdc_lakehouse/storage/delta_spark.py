@@ -173,6 +173,8 @@ class DeltaSparkStore:
 
     def _save(self, name: str, df: DataFrame, mode: str, commit: Commit | None, partition_by=None,
               properties=None, comment=None, replace_where: str | None = None) -> int:
+        if self._holds(name, commit):
+            return 0
         writer = df.write.format("delta").mode(mode)
         if replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
@@ -194,6 +196,8 @@ class DeltaSparkStore:
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
+        if self._holds(name, commit):
+            return 0
         flag = spec.delete_flag
         if not self.exists(name):
             kept = df if flag is None else df.filter(~F.col(flag)).drop(flag)
@@ -214,12 +218,19 @@ class DeltaSparkStore:
             merge.execute()
         return self._rows_committed(name, token)
 
+    def _holds(self, name: str, commit: Commit | None) -> bool:
+        """Whether the table has the writer's batch (its version, or a later one) in: then
+        nothing is written, and no commit point passed."""
+        if commit is None:
+            return False
+        version = self.committed_version(name, commit.app_id)
+        return version is not None and version >= commit.version
+
     @contextmanager
     def _committing(self, name: str, commit: Commit | None) -> Iterator[str]:
         """Around one write: the commit hook, and the racing writer's batch reported as such.
         Yields the token the commit carries as its user metadata, by which it is found again."""
         token = uuid.uuid4().hex
-        held = None if commit is None else self.committed_version(name, commit.app_id)
         self._around_commit("before", name)
         try:
             yield token
@@ -227,7 +238,7 @@ class DeltaSparkStore:
             if commit is not None and _concurrent(exc):
                 raise ConcurrentCommit(name, commit) from exc
             raise
-        if commit is not None and (held is None or held < commit.version) and self._find(name, token) is None:
+        if commit is not None and self._find(name, token) is None:
             # Delta skipped the write: the batch was not in when this writer looked, and is now.
             raise ConcurrentCommit(name, commit)
         self._around_commit("after", name)
