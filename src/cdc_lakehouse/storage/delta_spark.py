@@ -104,8 +104,14 @@ class DeltaSparkStore:
         snapshot = self._snapshot(name)
         if snapshot is None:
             return None
-        found = snapshot.transactions().get(app_id)
-        return int(found.get()) if found.isDefined() else None
+        # The commit's checksum file lists the app transactions: read there, no Spark job;
+        # otherwise the snapshot rebuilds its state from the log to find them.
+        known = snapshot.setTransactionsIfKnown()
+        if known.isDefined():
+            found = [t.version() for t in _iterate(known.get()) if t.appId() == app_id]
+            return int(found[0]) if found else None
+        version = snapshot.transactions().get(app_id)
+        return int(version.get()) if version.isDefined() else None
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         self._existing(name)
@@ -363,14 +369,16 @@ def _unquote(path: str) -> str:
     return urllib.parse.unquote(path)
 
 
+def _iterate(collection) -> Iterator:
+    """The elements of a Scala collection in the JVM."""
+    items = collection.iterator()
+    while items.hasNext():
+        yield items.next()
+
+
 def _configuration(snapshot) -> dict[str, str]:
     """The table's properties (a Scala map in the JVM)."""
-    pairs = snapshot.metadata().configuration().iterator()
-    found = {}
-    while pairs.hasNext():
-        pair = pairs.next()
-        found[str(pair._1())] = str(pair._2())
-    return found
+    return {str(pair._1()): str(pair._2()) for pair in _iterate(snapshot.metadata().configuration())}
 
 
 def _sql_string(value: str) -> str:
