@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo on a Spark standalone cluster instead of local[2] (docs/storage.md "Beyond one
 # machine"): a master and one worker from the pyspark distribution, on loopback only, then
-# `cdc-lakehouse demo` with CDC_LAKEHOUSE_SPARK_MASTER pointing at them. Every table write is a
+# `cdc-lakehouse demo` on delta-spark with CDC_LAKEHOUSE_SPARK_MASTER pointing at them. Every table write is a
 # task of the worker's executor; the driver only plans and commits. Stops both when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ for _ in $(seq 60); do grep -q "Successfully registered with master" "$WORK/work
 grep -q "Successfully registered with master" "$WORK/worker.log" || { cat "$WORK"/*.log; exit 1; }
 
 mkdir -p "$WORK/demo" && cp -r fixtures/landing "$WORK/demo/landing"
-CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT" \
+CDC_LAKEHOUSE_ENGINE=delta-spark CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT" \
     $BIN/cdc-lakehouse demo --landing "$WORK/demo/landing" --lake "$WORK/demo/lake"
 # The executors ran the tasks: the worker launched an executor for the application.
 ls "$WORK/worker" | grep -q "^app-" && echo "cluster demo: passed (tasks ran on the standalone worker)"

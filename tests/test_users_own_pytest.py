@@ -24,7 +24,8 @@ def users_spark() -> SparkSession:
     return with_delta(SparkSession.builder.master("local[2]"), delta_jars()).getOrCreate()
 
 
-def test_a_user_reads_and_streams_a_replica_the_pipeline_wrote(tmp_path: Path):
+def test_a_user_reads_and_streams_a_replica_the_pipeline_wrote(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CDC_LAKEHOUSE_ENGINE", "delta-spark")  # every table written by delta-spark
     spark = users_spark()
     lake = tmp_path / "lake"
     assert main(["run", "--lake", str(lake)]) == 0  # the demo's landing and onboarding file
