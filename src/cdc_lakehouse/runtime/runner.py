@@ -190,15 +190,20 @@ class PipelineRunner:
             return flow.query()
 
     def _create_empty(self, flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> None:
-        """A streaming table exists from its first update on, even before any input arrives.
-        Created by an empty batch of the flow, whose plan lets the next updates skip the flow
-        while its sources stay empty (``FlowBatch.quiet``)."""
-        if flow.kind == "auto_cdc" or self.store.exists(target.name):
+        """A streaming table exists from its first update on, even before any input arrives, as
+        on Databricks: readers of a source onboarded before its first landing file find it
+        empty. Created by an empty batch of the flow, whose plan lets the next updates skip the
+        flow while its sources stay empty (``FlowBatch.quiet``). An AUTO CDC target whose
+        source has no columns yet (typed from its rows) is created with its first change."""
+        if self.store.exists(target.name) or flow.kind == "auto_cdc" and _nothing_typed_yet(flow, source):
             return
         commit = None
         if not flow.once:  # a once flow's one batch is still to come
             batch.commit_plan()
             commit = batch.commit()
+        if flow.kind == "auto_cdc":  # applying no change writes the target and its state empty
+            write_cdc(self, flow, target, source.limit(0), batch)
+            return
         self.store.append(target.name, source.limit(0), commit, **table_options(target))
 
     # -- reads from the executing flow ------------------------------------------------------
