@@ -37,13 +37,12 @@ from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, RefreshKey, quiet_before_planning, refresh_key
-from cdc_lakehouse.settings import REPORTS_FAILURES
+from cdc_lakehouse.settings import REPORTS_FAILURES, SKIPPED_BY_FAILURE as UPSTREAM_FAILED
 from cdc_lakehouse.storage import ConcurrentCommit
 
 # Errors that stop the whole update at once: the pipeline is wrong as declared, or another update
 # writes the same lake. Any other error of a flow fails that flow and what reads it.
 STOPS_THE_UPDATE = (PipelineDefinitionError, ConcurrentPlan, ConcurrentCommit)
-UPSTREAM_FAILED = "upstream failed: "  # how a skipped flow's event message begins
 
 
 class UpstreamFailed(Exception):
@@ -207,6 +206,10 @@ class PipelineRunner:
             # What the flow committed before it failed stays; its checkpoint replays the rest.
             self.unfinished.setdefault(flow.target, f"flow '{flow.name}' failed: {event.message}")
             self._errors.append(exc)
+        except BaseException as stop:  # the process stops (an interrupt, an exit): nothing else runs
+            event.status = "FAILED"
+            event.message = f"{type(stop).__name__}: {stop}"
+            raise
         finally:
             flow_state.reset_current(state_token)
             declarations.running_flow.reset(token)
@@ -274,8 +277,12 @@ class PipelineRunner:
             commit = batch.commit()
         if flow.kind == "auto_cdc":  # applying no change writes the target and its state empty
             write_cdc(self, flow, target, source.limit(0), batch)
-            return
-        self.store.append(target.name, source.limit(0), commit, **table_options(target))
+        else:
+            self.store.append(target.name, source.limit(0), commit, **table_options(target))
+        if commit is not None and batch.state is not None:
+            # A flow that keeps state has it among its sinks: without it, the empty batch would
+            # count as never committed, and replay its empty plan at every later update.
+            batch.state.commit()
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:
