@@ -23,6 +23,8 @@ REFRESH_BY_PARTITION = "cdc_lakehouse.refresh.partition_by"
 REPORTS_FAILURES = "cdc_lakehouse.reports_failures"
 # The local runtime's event log table (runtime/event_log.py): one row per flow per update.
 EVENT_LOG_TABLE = "pipeline.event_log"
+# How the message of a flow skipped because what it reads was left unfinished by a failure begins.
+SKIPPED_BY_FAILURE = "upstream failed: "
 
 
 @dataclass(frozen=True)
