@@ -48,10 +48,12 @@ def source_changes_due(read_stream, read, settings, source: str) -> DataFrame:
     """``due_changes`` of ``source``, read as a gold flow reads them (``read_stream`` and
     ``read``: ``spark.readStream.table`` and ``spark.read.table`` in the pipeline)."""
     changes = inputs.changes_table(settings, source)
-    # The source's silver replicas first: a stop or a failed flow in them leaves every gold
-    # table of this source at its commit point, and no other source's (the gate is per source,
-    # the commit point one view of all sources). Streamed (Databricks), gold has no commit point.
-    gates = [df for _, df in inputs.existing(read, inputs.silver_replicas(settings, source))]
+    # The source's silver tables first (transactions, then replicas): a stop or a failed flow in
+    # them leaves every gold table of this source at its commit point, and no other source's
+    # (the gate is per source, the commit point one view of all sources). Streamed (Databricks),
+    # gold has no commit point.
+    silver = [inputs.transactions_table(settings, source), *inputs.silver_replicas(settings, source)]
+    gates = [df for _, df in inputs.existing(read, silver)]
     points = read(inputs.gold_name(settings, schemas.REPLICATION_WATERMARK.name))
     due = due_changes(read_stream(changes), lambda: read(changes), points, source)
     return due if due.isStreaming else after(due, gates)
