@@ -56,8 +56,9 @@ ORDER_42 = (
 )
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """The process dies here: no flow's error handling sees it (a flow's Exception fails only
+    that flow and what reads it; runtime/runner.py)."""
 
 
 @dataclass

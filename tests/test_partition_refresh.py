@@ -99,8 +99,9 @@ def test_a_changed_definition_is_recomputed_in_full(spark, first, lake, tmp_path
     assert_view_is_its_query(spark, lake)
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """The process dies here: no flow's error handling sees it (a flow's Exception fails only
+    that flow and what reads it; runtime/runner.py)."""
 
 
 def crash_before_view_commit(stage: str, table: str) -> None:

@@ -130,8 +130,9 @@ def test_kill_at_commit_points_then_rerun_gives_identical_tables(spark, referenc
     assert not failures, "\n\n".join(failures)
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """The process dies here: no flow's error handling sees it (a flow's Exception fails only
+    that flow and what reads it; runtime/runner.py)."""
 
 
 def test_crash_between_history_and_its_state_commit_then_rerun(spark, reference, tmp_path):

@@ -103,8 +103,9 @@ def test_full_refresh_recomputes_from_all_input(spark, first_batch, lake):
     assert LakeStore(spark, lake).read("bronze.orders_raw").count() == 4
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """The process dies here: no flow's error handling sees it (a flow's Exception fails only
+    that flow and what reads it; runtime/runner.py)."""
 
 
 def _commit_points(spark, landing, lake) -> list[tuple[str, str]]:

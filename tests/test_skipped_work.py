@@ -168,8 +168,9 @@ def test_a_once_flow_whose_source_was_empty_runs_when_its_input_lands(spark, pat
                          spark.createDataFrame([("z", 1.0)], "sensor string, value double"))
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """The process dies here: no flow's error handling sees it (a flow's Exception fails only
+    that flow and what reads it; runtime/runner.py)."""
 
 
 def _crash_before_commit_to(table: str):

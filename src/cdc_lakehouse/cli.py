@@ -84,13 +84,41 @@ def cmd_pipeline_run(args) -> int:
 
 
 def _run(sources, lake, configuration, args) -> int:
-    from cdc_lakehouse.runtime.runner import run_pipeline
+    from cdc_lakehouse.runtime.runner import failed_update, run_pipeline
 
     with console.status("starting Spark"):
         spark = _spark()
-    with console.status(f"running pipeline into {lake}"):
-        result = run_pipeline(spark, sources, lake, configuration, args.full_refresh or args.full_refresh_table,
-                              refresh=args.refresh_table)
+    try:
+        with console.status(f"running pipeline into {lake}"):
+            result = run_pipeline(spark, sources, lake, configuration, args.full_refresh or args.full_refresh_table,
+                                  refresh=args.refresh_table)
+    except Exception as exc:
+        failed = failed_update(exc)
+        if failed is None:  # the update stopped as a whole (main says why)
+            raise
+        _print_update(failed)
+        _print_failures(failed)
+        return 2
+    _print_update(result)
+    return 0
+
+
+def _print_failures(result) -> None:
+    """The failed flows with their errors, and what they kept from running: the update failed,
+    the flows that do not depend on them ran and committed."""
+    from rich.markup import escape
+
+    for e in result.failed:
+        console.print(f"[red]error:[/red] flow {escape(e.flow)} into {escape(e.target)} failed: {escape(e.message or '')}")
+    skipped = result.skipped_by_failure
+    if skipped:
+        names = ", ".join(sorted(e.flow for e in skipped))
+        console.print(f"[yellow]skipped[/yellow] (they read what a failed flow did not update): {escape(names)}")
+    console.print(f"update {result.update_id} failed: {len(result.failed)} flow(s) failed, {len(skipped)} skipped; "
+                  "the next update retries them from their checkpoints")
+
+
+def _print_update(result) -> None:
     table = Table(title=f"update {result.update_id}")
     for column in ("flow", "target", "status", "batch", "read", "written", "expectations", "s"):
         table.add_column(column)
@@ -100,7 +128,6 @@ def _run(sources, lake, configuration, args) -> int:
             expectation_outcome(e.expectations), str(e.duration_s),
         )
     console.print(table)
-    return 0
 
 
 def expectation_outcome(results) -> str:

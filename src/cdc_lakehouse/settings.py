@@ -17,6 +17,14 @@ CHANGE_STREAM_CAPTURES = ("binlog", "shadow")
 # Table property of a materialized view whose windows all partition by these columns (comma-
 # separated): the local runtime then refreshes it by partition (runtime/partition_refresh.py).
 REFRESH_BY_PARTITION = "cdc_lakehouse.refresh.partition_by"
+# Table property ("true") of a materialized view that reports the update's failed flows from the
+# event log: the local runtime refreshes it after every other flow, and even when what it reads
+# was left unfinished by a failure (runtime/runner.py). Databricks ignores it.
+REPORTS_FAILURES = "cdc_lakehouse.reports_failures"
+# The local runtime's event log table (runtime/event_log.py): one row per flow per update.
+EVENT_LOG_TABLE = "pipeline.event_log"
+# How the message of a flow skipped because what it reads was left unfinished by a failure begins.
+SKIPPED_BY_FAILURE = "upstream failed: "
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,18 @@ from pyspark import pipelines as dp
 
 from cdc_lakehouse.gold import health
 from cdc_lakehouse.gold.schemas import DATA_QUALITY, HELD_TRANSACTIONS, REPLICATION_HEALTH, ROWS_PER_LAYER
-from cdc_lakehouse.settings import PipelineSettings
+from cdc_lakehouse.settings import REPORTS_FAILURES, PipelineSettings
 
 settings = PipelineSettings.from_spark(spark)
+# The status of a source stopped by a failed flow comes from the update's event log: the local
+# runtime refreshes this view after every other flow, even when what it reads failed.
+HEALTH = REPLICATION_HEALTH.options(settings.gold)
+HEALTH["table_properties"][REPORTS_FAILURES] = "true"
 
 
 # Health of the change-stream sources; an onboarding of dlt-meta flows only has none.
 if settings.onboarding.flows:
-    @dp.materialized_view(**REPLICATION_HEALTH.options(settings.gold))
+    @dp.materialized_view(**HEALTH)
     def replication_health():
         return health.replication_health(spark.read.table, settings)
 

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.gold import inputs, schemas
+from cdc_lakehouse.gold.commit_point import after
 
 POINT = "__point"
 
@@ -47,5 +48,12 @@ def source_changes_due(read_stream, read, settings, source: str) -> DataFrame:
     """``due_changes`` of ``source``, read as a gold flow reads them (``read_stream`` and
     ``read``: ``spark.readStream.table`` and ``spark.read.table`` in the pipeline)."""
     changes = inputs.changes_table(settings, source)
+    # The source's silver tables first (transactions, then replicas): a stop or a failed flow in
+    # them leaves every gold table of this source at its commit point, and no other source's
+    # (the gate is per source, the commit point one view of all sources). Streamed (Databricks),
+    # gold has no commit point.
+    silver = [inputs.transactions_table(settings, source), *inputs.silver_replicas(settings, source)]
+    gates = [df for _, df in inputs.existing(read, silver)]
     points = read(inputs.gold_name(settings, schemas.REPLICATION_WATERMARK.name))
-    return due_changes(read_stream(changes), lambda: read(changes), points, source)
+    due = due_changes(read_stream(changes), lambda: read(changes), points, source)
+    return due if due.isStreaming else after(due, gates)

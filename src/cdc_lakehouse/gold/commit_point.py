@@ -93,9 +93,7 @@ def _transaction_counts(transactions: DataFrame, point: DataFrame) -> DataFrame:
 def replication_watermark(read, settings) -> DataFrame:
     """``gold.replication_watermark``: one row per source. ``read(name)`` reads a table
     (``spark.read.table`` in the pipeline)."""
-    parts = [_source_watermark(read, settings, source) for source in inputs.sources(settings)]
-    replicas = [name for source in inputs.sources(settings) for name in inputs.silver_replicas(settings, source)]
-    return after(inputs.union_all(parts), [df for _, df in inputs.existing(read, replicas)])
+    return inputs.union_all([_source_watermark(read, settings, source) for source in inputs.sources(settings)])
 
 
 def _source_watermark(read, settings, source: str) -> DataFrame:
@@ -111,8 +109,9 @@ def _source_watermark(read, settings, source: str) -> DataFrame:
 
 def after(df: DataFrame, gates: list[DataFrame]) -> DataFrame:
     """``df`` itself, but read after ``gates``: the pipeline then refreshes every gold table of a
-    source only once all its silver replicas are updated, so an update that fails or stops in
-    silver never leaves gold half refreshed. A zero-row anti join: nothing is read from them."""
+    source only once all its silver replicas are updated (coherent.source_changes_due), so an
+    update that fails or stops in silver never leaves gold half refreshed. A zero-row anti
+    join: nothing is read from them."""
     if not gates:
         return df
     nothing = inputs.union_all([g.select(F.lit(1).alias("__gate")).limit(0) for g in gates])

@@ -10,6 +10,7 @@ and the pipeline settings, and reads only pipeline tables, so it runs the same o
 
 from __future__ import annotations
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -19,9 +20,11 @@ from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD, with_release
+from cdc_lakehouse.settings import EVENT_LOG_TABLE, SKIPPED_BY_FAILURE
 from cdc_lakehouse.silver import truncates
 
 NO_TABLE = "(none)"
+OK, WAITING, STOPPED = "ok", "waiting", "stopped"
 
 
 def seconds_between(later: Column, earlier: Column) -> Column:
@@ -51,14 +54,76 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
     changed = read(f"{settings.gold}.landing_summary").filter(
         (F.col("source") == source) & F.col("note").contains(CHANGED)).agg(F.count(F.lit(1)).alias("changed_landing_files"))
     joined = point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).crossJoin(changed)
+    joined = joined.crossJoin(source_status(read, settings, source))
     return joined.select(
         "source", "sequence", "last_commit_ts", "last_txn_id", "measured_at",
         seconds_between(F.col("measured_at"), F.col("last_commit_ts")).alias("lag_seconds"),
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
         "released_held_transactions", "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
-        "changed_landing_files",
+        "changed_landing_files", "status", "reason",
     )
+
+
+# -- status: waiting for a first file, stopped by a failure ----------------------------------
+def source_status(read, settings, source: str) -> DataFrame:
+    """One row: ``status`` and ``reason`` of the source. Stopped (failure_reasons) wins over
+    waiting: a source with no landing file has nothing a flow could fail on, but a failure
+    reads as the more urgent news either way."""
+    failed = failure_reasons(read, settings, source)
+    files = read(f"{settings.gold}.landing_summary").filter((F.col("source") == source) & F.col("note").isNull()).agg(
+        F.coalesce(F.sum("files"), F.lit(0)).alias("__files"))
+    waiting = F.col("__files") == 0
+    status = F.when(F.col("__failure").isNotNull(), F.lit(STOPPED)).when(waiting, F.lit(WAITING)).otherwise(F.lit(OK))
+    reason = F.coalesce(F.col("__failure"), F.when(waiting, F.lit(
+        f"waiting for the first landing file of {source} (nothing has landed under <landing>/{source}/ yet)")))
+    return files.crossJoin(failed).select(status.alias("status"), reason.alias("reason"))
+
+
+def failure_reasons(read, settings, source: str) -> DataFrame:
+    """One row, ``__failure``: the source's flows that their latest update left failed (each
+    target with its error) or, when none failed, skipped because what they read was left
+    unfinished (the failure upstream); NULL when none. Read from the event log the local runtime
+    writes and flushes before this view refreshes (runtime/runner.py); a pipeline without that
+    table (Databricks) shows no failure here."""
+    spark = read(f"{settings.gold}.landing_summary").sparkSession
+    log = _event_log(read)
+    if log is None:
+        return spark.range(1).select(F.lit(None).cast("string").alias("__failure"))
+    tables, flows = source_datasets(settings, source)
+    flow_events = log.filter(F.col("flow_type") != "view")
+    latest = flow_events.groupBy("flow").agg(
+        F.max_by(F.struct("target", "status", "message"), "timestamp").alias("e")).select("flow", "e.*")
+    mine = latest.filter(F.col("target").isin(*tables) | F.col("flow").isin(*flows))
+    failed = F.when(F.col("status") == "FAILED", F.concat_ws(": ", "target", "message"))
+    skipped = F.when((F.col("status") == "SKIPPED") & F.col("message").startswith(SKIPPED_BY_FAILURE),
+                     F.concat_ws(": ", "target", "message"))
+    found_rows = mine.agg(F.array_sort(F.collect_set(failed)).alias("__failed"),
+                          F.array_sort(F.collect_set(skipped)).alias("__skipped"))
+    text = lambda c: F.when(F.size(c) > 0, F.concat_ws("; ", c))  # noqa: E731
+    return found_rows.select(F.coalesce(text(F.col("__failed")), text(F.col("__skipped"))).alias("__failure"))
+
+
+def _event_log(read) -> DataFrame | None:
+    """The event log, or None where there is none: a lake before its first update's log, or a
+    pipeline elsewhere (Spark names a missing table in an AnalysisException; the local runtime
+    in a ValueError or a LookupError)."""
+    try:
+        return read(EVENT_LOG_TABLE)
+    except (AnalysisException, LookupError, ValueError):
+        return None
+
+
+def source_datasets(settings, source: str) -> tuple[list[str], list[str]]:
+    """The tables the pipeline keeps for ``source`` alone, and the flows it has of its own in
+    tables all sources share (gold's audit tables, src/gold/audit.py names them)."""
+    bronze = [name for s, kind in landing_kinds(settings.onboarding) if s == source
+              for name in (landing.table_name(settings.bronze, s, kind), landing.quarantine_name(settings.bronze, s, kind))]
+    silver = [inputs.changes_table(settings, source), inputs.transactions_table(settings, source),
+              inputs.anomalies_table(settings, source), f"{settings.silver}.{source}_snapshot_corrections",
+              *inputs.silver_replicas(settings, source)]
+    gold = [inputs.gold_name(settings, f.gold_table) for f in inputs.flows_of(settings, source)]
+    return [*bronze, *silver, *gold], [f"gold_{source}_audit_log", f"gold_{source}_audit_transactions"]
 
 
 def transaction_stats(transactions: DataFrame, point: DataFrame) -> DataFrame:

@@ -184,6 +184,11 @@ REPLICATION_HEALTH = GoldTable(
                                                "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
         ("changed_landing_files", "BIGINT", "Landing files that changed after bronze read them, whose changes are "
                                             "not read (gold.landing_summary notes them; docs/bronze.md)."),
+        ("status", "STRING", "ok; waiting: no landing file of the source yet (onboarded before its first capture); "
+                             "stopped: a flow of the source failed in the latest update, or was skipped because "
+                             "what it reads was left unfinished (the next update retries it)."),
+        ("reason", "STRING", "Why the status is not ok: each failed table with its flow's error, as the event log "
+                             "has it; or the failure upstream of the skipped ones."),
     ),
 )
 

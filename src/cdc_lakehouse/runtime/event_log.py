@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
 
-EVENT_LOG_TABLE = "pipeline.event_log"
+from cdc_lakehouse.settings import EVENT_LOG_TABLE
+
+__all__ = ["EVENT_LOG_TABLE", "EVENT_LOG_SCHEMA", "FlowEvent", "append_events"]
 
 EVENT_LOG_SCHEMA = (
     "update_id string, timestamp timestamp, flow string, target string, flow_type string, "

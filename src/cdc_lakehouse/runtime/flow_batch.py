@@ -131,7 +131,7 @@ class FlowBatch:
     def _source_quiet(self, source: str, offset: dict) -> bool:
         kind, _, name = source.partition(":")
         if kind in ("table", WHOLE.rstrip(":")) and name in self.runner.graph.datasets:
-            self.runner.ensure(name)
+            self.runner.require(name, self)
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
         if kind in ("table", WHOLE.rstrip(":")) and self.store.exists(name):  # a table no pipeline defines
             return self.store.version(name) == offset.get("version") and self._same_table(name, offset)
@@ -150,7 +150,7 @@ class FlowBatch:
         if name not in self.runner.graph.datasets and self.store.exists(name):
             return self._read_outside(name)
         if self.view_refresh is not None and self.runner.graph.dataset(name, wanted_by).kind != "view":
-            self.runner.ensure(name)
+            self.runner.require(name, self)
             return self.view_refresh.read(name)
         if self.view_refresh is not None:
             self.view_refresh.read_view(name)
@@ -177,7 +177,7 @@ class FlowBatch:
             dataset = self.runner.graph.dataset(name, f"flow '{self.flow.name}'")
             if dataset.kind == "view":
                 return self.runner.evaluate_view(dataset, self)
-            self.runner.ensure(name)
+            self.runner.require(name, self)
         self.streaming = True
         source = f"table:{name}"
         recorded = self.previous.get(source, {})

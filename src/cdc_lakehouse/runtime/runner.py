@@ -3,6 +3,11 @@
 Datasets are brought up to date on demand: when a flow reads a dataset, that dataset's flows
 run first (which orders the graph by its real dependencies and finds cycles). Each flow run is
 one micro-batch whose input is planned in the flow's checkpoint before anything is written.
+
+A flow that fails fails the update, not the flows that do not depend on it (as on Databricks):
+its target is left unfinished for the rest of the update, the flows that read it are skipped
+(and leave theirs unfinished in turn), every other flow runs and commits, and the update then
+raises the first failure. The next update retries the failed flows from their checkpoints.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.cdc.apply import CdcSpec, state_table_name
 from cdc_lakehouse.runtime import declarations
-from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
+from cdc_lakehouse.runtime.checkpoint import ConcurrentPlan, FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
 from cdc_lakehouse.runtime.fingerprint import pipeline_fingerprint
@@ -32,6 +37,20 @@ from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, RefreshKey, quiet_before_planning, refresh_key
+from cdc_lakehouse.settings import REPORTS_FAILURES, SKIPPED_BY_FAILURE as UPSTREAM_FAILED
+from cdc_lakehouse.storage import ConcurrentCommit
+
+# Errors that stop the whole update at once: the pipeline is wrong as declared, or another update
+# writes the same lake. Any other error of a flow fails that flow and what reads it.
+STOPS_THE_UPDATE = (PipelineDefinitionError, ConcurrentPlan, ConcurrentCommit)
+
+
+class UpstreamFailed(Exception):
+    """The running flow reads a dataset that a failed flow left unfinished in this update."""
+
+    def __init__(self, dataset: str, why: str):
+        super().__init__(f"{dataset} was not updated ({why})")
+        self.why = why  # the failure at the root, passed on to what the skipped flow feeds
 
 
 @dataclass
@@ -42,6 +61,19 @@ class RunResult:
 
     def event(self, flow: str) -> FlowEvent:
         return next(e for e in self.events if e.flow == flow)
+
+    @property
+    def failed(self) -> list[FlowEvent]:
+        return [e for e in self.events if e.status == "FAILED"]
+
+    @property
+    def skipped_by_failure(self) -> list[FlowEvent]:
+        return [e for e in self.events if e.status == "SKIPPED" and (e.message or "").startswith(UPSTREAM_FAILED)]
+
+
+def failed_update(exc: BaseException) -> RunResult | None:
+    """The update an error ended, when flows failed in it and the others ran to the end."""
+    return getattr(exc, "update", None)
 
 
 class PipelineRunner:
@@ -63,19 +95,41 @@ class PipelineRunner:
         self.shared_views = SharedViews()
         self.tables = TableReset(graph, store, self.checkpoints)
         self.started_over: set[str] = set()
+        self.unfinished: dict[str, str] = {}  # dataset -> the failure that left it so, this update
+        self._errors: list[Exception] = []  # of the failed flows, in the order they failed
+        self._events_written = 0
 
     @functools.cached_property
     def pipeline_fingerprint(self) -> str:
         return pipeline_fingerprint(self.graph, self.configuration)
 
     def run(self) -> RunResult:
+        """Every flow once; then, if flows failed, their first error, with ``update`` set to
+        the result (``failed_update``)."""
         self.graph.validate()
         try:
-            for name in self._updated_tables():
+            tables = self._updated_tables()
+            reporters = [n for n in tables if self._reports_failures(n)]
+            for name in tables:
+                if name not in reporters:
+                    self.ensure(name)
+            self._write_events()  # the reporters read this update's failures from the event log
+            for name in reporters:
                 self.ensure(name)
         finally:
-            append_events(self.spark, self.store, self.result.events)
+            self._write_events()
+        if self._errors:
+            error = self._errors[0]
+            error.update = self.result  # type: ignore[attr-defined]  # read by failed_update
+            raise error
         return self.result
+
+    def _reports_failures(self, name: str) -> bool:
+        return self.graph.datasets[name].table_properties.get(REPORTS_FAILURES) == "true"
+
+    def _write_events(self) -> None:
+        append_events(self.spark, self.store, self.result.events[self._events_written:])
+        self._events_written = len(self.result.events)
 
     def _updated_tables(self) -> list[str]:
         """Every table, or the selected ones: the others are read as they are, not updated."""
@@ -113,6 +167,14 @@ class PipelineRunner:
         self._done.add(name)
         self.result.order.append(name)
 
+    def require(self, name: str, batch: FlowBatch) -> None:
+        """``ensure`` for a flow about to read ``name``: the flow is skipped when ``name`` was
+        left unfinished by a failure, unless it reports failures (it reads ``name`` as it is)."""
+        self.ensure(name)
+        why = self.unfinished.get(name)
+        if why is not None and not self._reports_failures(batch.flow.target):
+            raise UpstreamFailed(name, why)
+
     def _run_flow(self, flow: Flow) -> None:
         started = time.monotonic()
         event = FlowEvent(self.result.update_id, flow.name, flow.target, flow.kind)
@@ -131,10 +193,22 @@ class PipelineRunner:
         except NoNewInput as skipped:
             event.status = "SKIPPED"
             event.message = str(skipped) or "no new input"
+        except UpstreamFailed as upstream:
+            event.status = "SKIPPED"
+            event.message = f"{UPSTREAM_FAILED}{upstream}"
+            self.unfinished.setdefault(flow.target, upstream.why)
         except Exception as exc:
             event.status = "FAILED"
             event.message = f"{type(exc).__name__}: {exc}"
             exc.add_note(f"in flow '{flow.name}' into {flow.target}")  # the CLI's error line names it
+            if isinstance(exc, STOPS_THE_UPDATE):
+                raise
+            # What the flow committed before it failed stays; its checkpoint replays the rest.
+            self.unfinished.setdefault(flow.target, f"flow '{flow.name}' failed: {event.message}")
+            self._errors.append(exc)
+        except BaseException as stop:  # the process stops (an interrupt, an exit): nothing else runs
+            event.status = "FAILED"
+            event.message = f"{type(stop).__name__}: {stop}"
             raise
         finally:
             flow_state.reset_current(state_token)
@@ -190,23 +264,35 @@ class PipelineRunner:
             return flow.query()
 
     def _create_empty(self, flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame) -> None:
-        """A streaming table exists from its first update on, even before any input arrives.
-        Created by an empty batch of the flow, whose plan lets the next updates skip the flow
-        while its sources stay empty (``FlowBatch.quiet``)."""
-        if flow.kind == "auto_cdc" or self.store.exists(target.name):
+        """A streaming table exists from its first update on, even before any input arrives, as
+        on Databricks: readers of a source onboarded before its first landing file find it
+        empty. Created by an empty batch of the flow, whose plan lets the next updates skip the
+        flow while its sources stay empty (``FlowBatch.quiet``). An AUTO CDC target whose
+        source has no columns yet (typed from its rows) is created with its first change."""
+        if self.store.exists(target.name) or flow.kind == "auto_cdc" and _nothing_typed_yet(flow, source):
             return
         commit = None
         if not flow.once:  # a once flow's one batch is still to come
             batch.commit_plan()
             commit = batch.commit()
-        self.store.append(target.name, source.limit(0), commit, **table_options(target))
+        if flow.kind == "auto_cdc":  # applying no change writes the target and its state empty
+            write_cdc(self, flow, target, source.limit(0), batch)
+        else:
+            self.store.append(target.name, source.limit(0), commit, **table_options(target))
+        if commit is not None and batch.state is not None:
+            # A flow that keeps state has it among its sinks: without it, the empty batch would
+            # count as never committed, and replay its empty plan at every later update.
+            batch.state.commit()
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:
         dataset = self.graph.dataset(name, wanted_by)
         if dataset.kind == "view":
             return self.evaluate_view(dataset, batch)
-        self.ensure(name)
+        if batch is not None:
+            self.require(name, batch)
+        else:
+            self.ensure(name)
         return self.store.read(name)
 
     def evaluate_view(self, dataset: Dataset, batch: FlowBatch | None = None) -> DataFrame:
