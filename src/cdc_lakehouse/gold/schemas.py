@@ -233,6 +233,10 @@ DATA_QUALITY = GoldTable(
         ("last_schema_change", "STRING", "The latest of those statements."),
         ("dropped_at", "TIMESTAMP", "Commit time of a DROP TABLE of the table, when it is the latest of those "
                                     "statements: the replicas keep the rows it had."),
+        ("may_diverge_since", "TIMESTAMP", "Commit time of the first DML statement logged as SQL (anomaly "
+                                           "statement_dml) that no later snapshot of the table covers: the "
+                                           "replicas may differ from the source until the next snapshot; NULL "
+                                           "when none (docs/capture.md)."),
     ),
 )
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import arrivals, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.silver import schema_changes, shadow_changes, shadow_held, truncates
+from cdc_lakehouse.silver import schema_changes, shadow_changes, shadow_held, statements, truncates
 from cdc_lakehouse.silver.binlog_changes import TXN_COLUMNS, net_changes
 from cdc_lakehouse.silver.net_change import changed_columns
 
@@ -61,10 +61,11 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
 
 
 def binlog_net_changes(events: DataFrame, txns: DataFrame) -> DataFrame:
-    """The net changes of the committed ``txns``: of their row events, their TRUNCATEs and their
-    ALTERs of columns."""
+    """The net changes of the committed ``txns``: of their row events, their TRUNCATEs, their
+    ALTERs of columns and their DML statements (which only carry an anomaly)."""
     net = net_changes(bt.row_events_in(events, txns))
-    return net.unionByName(schema_changes.binlog_table_ddl(events, txns, TXN_COLUMNS))
+    dml = statements.binlog_statements(bt.with_begin(events), txns, TXN_COLUMNS)
+    return net.unionByName(schema_changes.binlog_table_ddl(events, txns, TXN_COLUMNS)).unionByName(dml)
 
 
 def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
