@@ -5,6 +5,10 @@
   transaction and position, its transaction still commits, and gold.data_quality says the table
   may diverge until its next snapshot (silver/statements.py).
 
+* A line whose identity ``(server_id, epoch, file, pos)`` landed before with other content is no
+  re-delivery: it starts an epoch inferred from the landing order, applied after everything before
+  it, recorded as an anomaly and counted in gold.replication_health (silver/binlog_epochs.py).
+
 Units prove the DataFrame functions; one pipeline run per case proves the whole path through
 Spark and Delta, with every landed row change accounted for: applied + held + quarantined (+
 recorded as a statement anomaly) = input.
@@ -23,7 +27,7 @@ from cdc_lakehouse.contract.landing import to_json
 from cdc_lakehouse.contract.lines import binlog_event, row_image
 from cdc_lakehouse.contract.writer import LandingFile
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.silver import statements
+from cdc_lakehouse.silver import binlog_epochs, statements
 from cdc_lakehouse.storage import DeltaRsStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,3 +153,103 @@ def test_data_quality_says_the_table_may_diverge_since_the_first_statement(spark
     assert quality.may_diverge_since == statement_lake.read(f"silver.{SOURCE}_transactions").filter(
         "txn_id = 'xid:2'").first().commit_ts
     assert statements.STATEMENT_DML in quality.anomalies
+
+
+# -- part 3: positions reused without an epoch ------------------------------------------------
+def _txn(begin: int, xid: int, ts: int, *changes: dict) -> list[dict]:
+    """begin, the row events, commit: at ``begin``, ``begin + 100``, ... with the time ``ts``."""
+    events = [{**_ev(begin, "begin", thread_id=21), "ts": ts}]
+    events += [{**change, "pos": begin + 100 * (i + 1), "ts": ts} for i, change in enumerate(changes)]
+    return events + [{**_ev(begin + 100 * (len(changes) + 1), "commit", xid=xid), "ts": ts}]
+
+
+BEFORE_RESET = (_txn(1000, 1, TS, _rows("insert", 0, None, _order(1)))
+                + _txn(2000, 2, TS + 1, _rows("update", 0, _order(1), _order(1, "paid"))))
+# After RESET MASTER: positions, xids and times start again; the first transaction reuses the
+# positions of the first one above with other content, the second lies where nothing was.
+AFTER_RESET = (_txn(1000, 1, TS + 60, _rows("insert", 0, None, _order(2)))
+               + _txn(1500, 2, TS + 61, _rows("update", 0, _order(1, "paid"), _order(1, "shipped"))))
+LATER = _txn(3000, 3, TS + 62, _rows("insert", 0, None, _order(3)))
+
+
+def _landed(spark, *files: tuple[str, list[dict]]):
+    """Bronze events of ``files`` landed one after the other (one second apart)."""
+    frames = [_frame(spark, events, name).withColumn("_ingested_at", F.timestamp_seconds(F.lit(TS + i)))
+              for i, (name, events) in enumerate(files)]
+    landed = frames[0]
+    for frame in frames[1:]:
+        landed = landed.unionByName(frame)
+    return landed
+
+
+def _ids(spark, *files: tuple[str, list[dict]]) -> list[tuple[str, str]]:
+    txns = bt.transactions(bt.distinct_events(_landed(spark, *files)), None)
+    return [(r.txn_id, r.status) for r in txns.orderBy("end_lsn").collect()]
+
+
+def test_a_position_landed_again_with_other_content_starts_an_inferred_epoch(spark):
+    assert _ids(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET)) == [
+        ("xid:1", "committed"), ("xid:2", "committed"), ("xid:1@epoch1", "committed"), ("xid:2@epoch1", "committed")]
+
+
+def test_a_redelivery_stays_one_and_keeps_its_epoch_whenever_it_lands(spark):
+    again = _ids(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET), ("a-again.jsonl", BEFORE_RESET),
+                 ("b-again.jsonl", AFTER_RESET[:3]))
+    assert again == _ids(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET))
+
+
+def test_the_landing_order_decides_and_a_file_straddling_the_reset_is_cut_where_positions_step_back(spark):
+    # The same lines landed the other way round: what landed first is epoch 0.
+    assert _ids(spark, ("b.jsonl", AFTER_RESET), ("a.jsonl", BEFORE_RESET))[0] == ("xid:1", "committed")
+    one_file = _ids(spark, ("a.jsonl", BEFORE_RESET[:3]), ("ab.jsonl", BEFORE_RESET[3:] + AFTER_RESET))
+    assert one_file == [("xid:1", "committed"), ("xid:2", "committed"), ("xid:1@epoch1", "committed"),
+                        ("xid:2@epoch1", "committed")]
+
+
+def test_the_line_that_starts_an_inferred_epoch_is_marked(spark):
+    events = binlog_epochs.with_inferred_epochs(_landed(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET)))
+    got = events.filter(F.col(binlog_epochs.RESET)).select("_source_file", "_line", "epoch", binlog_epochs.INFERRED)
+    assertDataFrameEqual(got, spark.createDataFrame([("b.jsonl", 1, 1, 1)], got.schema))
+
+
+@pytest.fixture(scope="module")
+def reset_lake(spark, tmp_path_factory):
+    """Three updates: the log before the reset; the log after it and a re-delivery of the first
+    file; a later transaction (found with the kept state, not the whole history)."""
+    tmp = tmp_path_factory.mktemp("reset-no-epoch")
+    landing, lake = tmp / "landing", tmp / "lake"
+    onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog",))
+    _land(landing, f"{FILE}-1000.jsonl", BEFORE_RESET)
+    harness.run_project(spark, landing, lake, onboarding)
+    _land(landing, f"{FILE}-1000-after-reset.jsonl", AFTER_RESET)
+    _land(landing, f"{FILE}-1000-again.jsonl", BEFORE_RESET)
+    harness.run_project(spark, landing, lake, onboarding)
+    _land(landing, f"{FILE}-3000.jsonl", LATER)
+    harness.run_project(spark, landing, lake, onboarding)
+    return DeltaRsStore(spark, lake)
+
+
+def test_changes_after_the_reset_apply_after_everything_before_them(spark, reset_lake):
+    replica = reset_lake.read(f"silver.{SOURCE}_orders").select("order_id", "status").orderBy("order_id")
+    assert [tuple(r) for r in replica.collect()] == [(1, "shipped"), (2, "new"), (3, "new")]
+    txns = reset_lake.read(f"silver.{SOURCE}_transactions").orderBy("sequence_position")
+    assert [(r.txn_id, r.status, r.position.epoch) for r in txns.collect()] == [
+        ("xid:1", "committed", 0), ("xid:2", "committed", 0), ("xid:1@epoch1", "committed", 1),
+        ("xid:2@epoch1", "committed", 1), ("xid:3@epoch1", "committed", 1)]
+    audited = reset_lake.read("gold.audit_log").filter(F.col("txn_id").endswith("@epoch1")).select("txn_id").distinct()
+    assert sorted(r.txn_id for r in audited.collect()) == ["xid:1@epoch1", "xid:2@epoch1", "xid:3@epoch1"]
+
+
+def test_the_inferred_reset_is_an_anomaly_and_a_health_counter_and_every_change_is_accounted_for(spark, reset_lake):
+    anomalies = reset_lake.read(f"silver.{SOURCE}_anomalies").filter(F.col("anomaly") == binlog_epochs.EPOCH_INFERRED)
+    got = anomalies.collect()
+    assert [(r.schema, r.table, r.applied_as) for r in got] == [(None, None, "NONE")]
+    assert f"line 1 of file:{Path(got[0].detail.split(' of file:')[1].split(' ')[0]).as_posix()}" in got[0].detail
+    assert f"{FILE}-1000-after-reset.jsonl holds at {FILE}:1000" in got[0].detail
+    assert reset_lake.read("gold.replication_health").first().inferred_epochs == 1
+    changes = reset_lake.read(f"silver.{SOURCE}_changes").dropDuplicates(["txn_id", "key", "sequence"])
+    applied = changes.filter(F.col("op") != "NONE").agg(F.sum("op_count")).first()[0]
+    held = reset_lake.read(f"silver.{SOURCE}_transactions").filter(F.col("status") != "committed").count()
+    quarantined = reset_lake.read(f"bronze.{SOURCE}_binlog_events_quarantine").count()
+    assert (applied, held, quarantined) == (5, 0, 0)
+    assert applied + held + quarantined == _row_changes(BEFORE_RESET + AFTER_RESET + LATER)

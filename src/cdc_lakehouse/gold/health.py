@@ -22,6 +22,7 @@ from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD, with_release
 from cdc_lakehouse.silver import truncates
+from cdc_lakehouse.silver.binlog_epochs import EPOCH_INFERRED
 from cdc_lakehouse.silver.statements import STATEMENT_DML
 
 NO_TABLE = "(none)"
@@ -50,7 +51,8 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         F.lit(0).cast("bigint").alias("tied_commit_transactions"))
     quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
     anomalous = anomaly_rows(read, settings, source, point.sparkSession).agg(
-        F.count_distinct("change").alias("anomalous_changes"))
+        F.count_distinct("change").alias("anomalous_changes"),
+        F.count_distinct(F.when(F.col("anomaly") == EPOCH_INFERRED, F.col("change"))).alias("inferred_epochs"))
     changed = read(f"{settings.gold}.landing_summary").filter(
         (F.col("source") == source) & F.col("note").contains(CHANGED)).agg(F.count(F.lit(1)).alias("changed_landing_files"))
     joined = point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).crossJoin(changed)
@@ -60,7 +62,7 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
         "released_held_transactions", "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
-        "changed_landing_files",
+        "changed_landing_files", "inferred_epochs",
     )
 
 
@@ -145,7 +147,8 @@ def changes_with_anomalies(anomalies: DataFrame) -> DataFrame:
     The anomalies table holds each change once (re-emits merged), so row key, transaction and
     sequence identify a change; a change with several anomalies has a row for each."""
     return anomalies.select(
-        F.concat_ws(".", "schema", "table").alias("table"),
+        # An inferred epoch is about a server's whole log, no table.
+        F.coalesce(F.nullif(F.concat_ws(".", "schema", "table"), F.lit("")), F.lit(NO_TABLE)).alias("table"),
         F.struct("key", "txn_id", "sequence").alias("change"),  # a struct with NULL fields still counts
         "anomaly",
     )

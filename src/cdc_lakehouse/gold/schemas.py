@@ -184,6 +184,9 @@ REPLICATION_HEALTH = GoldTable(
                                                "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
         ("changed_landing_files", "BIGINT", "Landing files that changed after bronze read them, whose changes are "
                                             "not read (gold.landing_summary notes them; docs/bronze.md)."),
+        ("inferred_epochs", "BIGINT", "Binlog sources: times the positions started again (RESET MASTER, a failover) "
+                                      "in landing lines without an epoch, inferred from the landing order (anomaly "
+                                      "epoch_inferred; docs/binlog-epochs.md). 0 when none."),
     ),
 )
 

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.silver import binlog_transactions as bt
+from cdc_lakehouse.silver.binlog_epochs import INFERRED, RESET
 
 FLOOR = "__floor"  # the type of a server's marker row; its `pos` holds the floor (an lsn)
 HELD = bt.HELD
@@ -34,10 +35,11 @@ def assemble(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame |
     transactions; where the runtime keeps flow state, from the new and the held events, and
     what the next batch needs is kept."""
     state = flow_state.current()
-    events = assembly_events(new_events, all_events, state and state.previous()).persist()
+    previous = state and state.previous()
+    events = assembly_events(new_events, all_events, previous).persist()
     txns = bt.transactions(events, sessions)
     if state is not None:
-        state.keep(held_state(events, txns))
+        state.keep(held_state(events, txns, previous))
     return events, txns
 
 
@@ -57,36 +59,76 @@ def assembly_events(new_events: DataFrame, all_events: DataFrame, state: DataFra
     if state is None:  # no state yet: the whole history, once
         return bt.distinct_events(all_events)
     events, floors = _events(state), _floors(state)
-    late = _late_servers(new_events, floors)
+    inferred = {row.server_id: row.epochs for row in floors.filter(F.col("epochs") > 0).collect()}
+    new_events = _in_current_epoch(new_events, floors, bool(inferred))
+    late = _late_servers(new_events, floors) + _relanded_servers(new_events, all_events, list(inferred))
     held = events.filter(~F.col("server_id").isin(late)).unionByName(
         new_events.filter(~F.col("server_id").isin(late)), allowMissingColumns=True
     )
     if late:
         held = held.unionByName(all_events.filter(F.col("server_id").isin(late)), allowMissingColumns=True)
-    return bt.distinct_events(held.select(*all_events.columns))
+    assembled = bt.distinct_events(held.select(*all_events.columns))
+    # Epochs inferred in this batch count on from the server's (silver/binlog_epochs.py); a late
+    # server's were inferred again from its whole history.
+    before = F.coalesce(*[F.when(F.col("server_id") == s, F.lit(n)) for s, n in inferred.items() if s not in late],
+                        F.lit(0))
+    return assembled.withColumn(INFERRED, F.col(INFERRED) + before)
 
 
-def held_state(events: DataFrame, txns: DataFrame) -> DataFrame:
+def _in_current_epoch(new_events: DataFrame, floors: DataFrame, any_inferred: bool) -> DataFrame:
+    """The new events of a server whose positions started again (inferred epochs) in its current
+    epoch: a line without an epoch continues the log where it is now."""
+    if not any_inferred:
+        return new_events
+    epochs = F.broadcast(floors.select("server_id", F.col("epochs").alias("__epochs")))
+    shifted = F.when(F.col("__epochs") > 0, F.coalesce(F.col("epoch"), F.lit(0)) + F.col("__epochs"))
+    joined = new_events.join(epochs, "server_id", "left")
+    return joined.withColumn("epoch", F.coalesce(shifted, F.col("epoch")).cast("long")).select(*new_events.columns)
+
+
+def _relanded_servers(new_events: DataFrame, all_events: DataFrame, servers: list) -> list:
+    """Of the servers whose positions started again, those with a new line at a position that
+    landed before. Its epoch is only known from the whole order of landing: it may repeat a line
+    of an earlier epoch (a re-delivery) as well as start another. Bronze is searched at the new
+    lines' positions only, and only for these servers."""
+    if not servers:
+        return []
+    identity = ["server_id", F.coalesce(F.col("epoch"), F.lit(0)).alias("__declared"), "file", "pos"]
+    landed = F.struct(*[F.col(c) if c in all_events.columns else F.lit(None) for c in ("_ingested_at", "_source_file", "_line")])
+    new = new_events.filter(F.col("server_id").isin(servers)).select(*identity, landed.alias("__new"))
+    old = all_events.filter(F.col("server_id").isin(servers)).select(*identity, landed.alias("__old"))
+    again = old.join(new, ["server_id", "__declared", "file", "pos"]).filter(~F.col("__old").eqNullSafe(F.col("__new")))
+    return [row.server_id for row in again.select("server_id").distinct().collect()]
+
+
+def held_state(events: DataFrame, txns: DataFrame, previous: DataFrame | None = None) -> DataFrame:
     """What the next batch needs of ``events`` (with ``lsn``), given their ``txns``: the
-    events at or above each server's floor, and the servers' floor markers."""
+    events at or above each server's floor, and the servers' floor markers (those of
+    ``previous``, the state read, carried on for servers without events in this batch)."""
     # One row per server: broadcast (a sort-merge join of two results of the same cached
     # events can be planned with unequal partition counts when adaptive execution is off).
     floors = F.broadcast(floors_of(events, txns))
-    kept = events.join(floors, "server_id").filter(F.col("lsn") >= F.col("floor")).drop("floor", "lsn")
+    kept = events.join(floors, "server_id").filter(F.col("lsn") >= F.col("floor")).drop(
+        "floor", "lsn", "epochs", INFERRED, RESET)
+    if previous is not None:  # a server's inferred epochs outlive the batches without its events
+        carried = _floors(previous).filter(F.col("epochs") > 0).join(floors, "server_id", "left_anti")
+        floors = floors.unionByName(carried)
     return kept.unionByName(_markers(floors, kept.schema))
 
 
 def floors_of(events: DataFrame, txns: DataFrame) -> DataFrame:
     """Per server (``server_id``, ``floor``): where its held part of the log starts."""
     waiting = txns.filter(F.col("status").isin(*HELD)).groupBy("server_id").agg(F.min("begin_lsn").alias("from"))
-    ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"))
+    inferred = F.max(F.col(INFERRED)) if INFERRED in events.columns else F.lit(0)
+    ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"), inferred.alias("epochs"))
     return ends.join(F.broadcast(waiting), "server_id", "left").select(
-        "server_id", F.coalesce("from", "end").alias("floor")
+        "server_id", F.coalesce("from", "end").alias("floor"), "epochs"
     )
 
 
 def _markers(floors: DataFrame, schema) -> DataFrame:
-    values = {"server_id": F.col("server_id"), "type": F.lit(FLOOR), "pos": F.col("floor")}
+    # The marker's `epoch`: how many epochs were inferred on the server (silver/binlog_epochs.py).
+    values = {"server_id": F.col("server_id"), "type": F.lit(FLOOR), "pos": F.col("floor"), "epoch": F.col("epochs")}
     return floors.select(*[
         values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in schema.fields
     ])
@@ -97,7 +139,8 @@ def _events(state: DataFrame) -> DataFrame:
 
 
 def _floors(state: DataFrame) -> DataFrame:
-    return state.filter(F.col("type") == FLOOR).select("server_id", F.col("pos").alias("floor"))
+    return state.filter(F.col("type") == FLOOR).select(
+        "server_id", F.col("pos").alias("floor"), F.coalesce(F.col("epoch"), F.lit(0)).alias("epochs"))
 
 
 def _late_servers(new_events: DataFrame, floors: DataFrame) -> list:

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import binlog_position
-from cdc_lakehouse.silver import binlog_gaps, statements
+from cdc_lakehouse.silver import binlog_epochs, binlog_gaps, statements
 
 # A gap that may have been a BEGIN starts a transaction (silver/binlog_gaps.py).
 START_TYPES = ("begin", "ddl", binlog_gaps.GAP_START)
@@ -37,9 +37,13 @@ def with_lsn(events: DataFrame) -> DataFrame:
 
 def distinct_events(events: DataFrame) -> DataFrame:
     """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept,
-    an accepted one rather than a gap (a quarantined line whose corrected line has landed)."""
-    lsn = with_lsn(events)
-    first = F.min_by(F.struct(*lsn.columns), binlog_gaps.is_gap()).alias("__event")
+    an accepted one rather than a gap (a quarantined line whose corrected line has landed), and
+    the line that starts an inferred epoch rather than its re-delivery. A position reused with
+    other content is no re-delivery: it is of an epoch inferred from the landing order
+    (silver/binlog_epochs.py), so it has an identity, and a place in the log, of its own."""
+    lsn = with_lsn(binlog_epochs.with_inferred_epochs(events))
+    kept_first = F.struct(binlog_gaps.is_gap(), ~F.col(binlog_epochs.RESET))
+    first = F.min_by(F.struct(*lsn.columns), kept_first).alias("__event")
     return inside_transactions(lsn.groupBy("server_id", "lsn").agg(first).select("__event.*"))
 
 
