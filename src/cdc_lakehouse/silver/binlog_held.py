@@ -107,7 +107,7 @@ def held_state(events: DataFrame, txns: DataFrame, previous: DataFrame | None = 
     ``previous``, the state read, carried on for servers without events in this batch)."""
     # One row per server: broadcast (a sort-merge join of two results of the same cached
     # events can be planned with unequal partition counts when adaptive execution is off).
-    floors = F.broadcast(floors_of(events, txns))
+    floors = F.broadcast(floors_of(events, txns).join(_inferred(events), "server_id", "left"))
     kept = events.join(floors, "server_id").filter(F.col("lsn") >= F.col("floor")).drop(
         "floor", "lsn", "epochs", INFERRED, RESET)
     if previous is not None:  # a server's inferred epochs outlive the batches without its events
@@ -119,11 +119,15 @@ def held_state(events: DataFrame, txns: DataFrame, previous: DataFrame | None = 
 def floors_of(events: DataFrame, txns: DataFrame) -> DataFrame:
     """Per server (``server_id``, ``floor``): where its held part of the log starts."""
     waiting = txns.filter(F.col("status").isin(*HELD)).groupBy("server_id").agg(F.min("begin_lsn").alias("from"))
-    inferred = F.max(F.col(INFERRED)) if INFERRED in events.columns else F.lit(0)
-    ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"), inferred.alias("epochs"))
+    ends = events.groupBy("server_id").agg((F.max("lsn") + 1).alias("end"))
     return ends.join(F.broadcast(waiting), "server_id", "left").select(
-        "server_id", F.coalesce("from", "end").alias("floor"), "epochs"
+        "server_id", F.coalesce("from", "end").alias("floor")
     )
+
+
+def _inferred(events: DataFrame) -> DataFrame:
+    """Per server (``server_id``, ``epochs``): the epochs inferred on it so far (binlog_epochs.py)."""
+    return events.groupBy("server_id").agg(F.max(F.col(INFERRED)).alias("epochs"))
 
 
 def _markers(floors: DataFrame, schema) -> DataFrame:
