@@ -17,19 +17,20 @@ file) keeps the epoch of its first landing. Every inferred epoch is added to the
 (``INFERRED``), so lines that say their epoch keep their meaning, and its first line is marked
 (``RESET``): the change stream records it as an anomaly (``reset_rows``).
 
-The fold over segments runs on the driver over the pairs of segments that hold one identity
-with two contents: none in a log that never started again, so the common case costs one
-aggregation and no more.
+The fold over segments runs over the pairs of segments that hold one identity with two contents
+(``epoch_starts``, an ``aggregate`` per server, so a streaming plan holds it too): none in a log
+that never started again, so where a batch is planned on its own the common case costs one
+small job and no more.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from cdc_lakehouse import flow_state
 from cdc_lakehouse.bronze import binlog_position
 from cdc_lakehouse.silver import binlog_gaps
 
@@ -40,10 +41,12 @@ EPOCH_INFERRED = "epoch_inferred"  # the anomaly kind, and its marker in a chang
 CONTENT = ("server_id", "epoch", "file", "pos", "ts", "gtid", "type", "xid", "thread_id", "schema", "table",
            "primary_key", "rows", "query")
 _DECLARED, _UNIT, _HASH, _FIRST, _LINE = "__declared", "__unit", "__content", "__first_unit", "__at_line"
+_STARTS = "__epoch_starts"
+# A segment's place in the landing order (``_UNIT``): when bronze read it, when its file was
+# written, the file, and which run of forward positions in the file.
+UNIT_TYPE = "struct<read:timestamp,written:timestamp,path:string,segment:bigint>"
 _IDENTITY = ["server_id", _DECLARED, "file", "pos"]
 _ZERO_TIME = datetime(1970, 1, 1)
-
-Unit = tuple  # a segment's place in the landing order, as (read, written, file, segment)
 
 
 def with_inferred_epochs(events: DataFrame) -> DataFrame:
@@ -52,18 +55,25 @@ def with_inferred_epochs(events: DataFrame) -> DataFrame:
     events = events.drop(INFERRED, RESET)
     if "epoch" not in events.columns:  # a bronze table written before epochs: all of epoch 0
         events = events.withColumn("epoch", F.lit(None).cast("long"))
+    unchanged = events.withColumn(INFERRED, F.lit(0)).withColumn(RESET, F.lit(False))
     if "_source_file" not in events.columns:  # no landing order to infer from (a frame made by hand)
-        return events.withColumn(INFERRED, F.lit(0)).withColumn(RESET, F.lit(False))
+        return unchanged
     lines = _lines(events)
-    starts = fold(_conflicts(lines).collect())
-    if not starts:  # positions never started again without saying so: nothing to change
-        return events.withColumn(INFERRED, F.lit(0)).withColumn(RESET, F.lit(False))
+    conflicts = _conflicts(lines)
+    # Where a batch is planned on its own (the local runtime), one small job spares the common
+    # case (positions never started again without saying so) the rest; a streaming plan
+    # (Databricks) must hold for every batch to come.
+    if flow_state.planned_per_batch() and conflicts.isEmpty():
+        return unchanged
     firsts = _first_landings(lines).select(*_IDENTITY, _HASH, F.col(_UNIT).alias(_FIRST))
     placed = lines.join(firsts, [*_IDENTITY, _HASH], "left").withColumn(
         _FIRST, F.when(binlog_gaps.is_gap(), F.col(_UNIT)).otherwise(F.coalesce(_FIRST, _UNIT)))
-    inferred = placed.withColumn(INFERRED, _offset(starts))
-    first_line = F.min(F.when(_starts_epoch(starts), F.col(_LINE))).over(Window.partitionBy("server_id", _UNIT))
-    marked = inferred.withColumn(RESET, F.coalesce(_starts_epoch(starts) & (F.col(_LINE) == first_line), F.lit(False)))
+    with_starts = placed.join(F.broadcast(epoch_starts(conflicts)), ["server_id", _DECLARED], "left").withColumn(
+        _STARTS, F.coalesce(_STARTS, F.array().cast(f"array<{UNIT_TYPE}>")))
+    inferred = with_starts.withColumn(INFERRED, F.size(F.filter(_STARTS, lambda s: s <= F.col(_FIRST))))
+    starts_here = F.array_contains(_STARTS, F.col(_UNIT)) & (F.col(_FIRST) == F.col(_UNIT)) & ~binlog_gaps.is_gap()
+    first_line = F.min(F.when(starts_here, F.col(_LINE))).over(Window.partitionBy("server_id", _UNIT))
+    marked = inferred.withColumn(RESET, F.coalesce(starts_here & (F.col(_LINE) == first_line), F.lit(False)))
     shifted = F.when(F.col(INFERRED) > 0, F.col(_DECLARED) + F.col(INFERRED)).otherwise(F.col("epoch"))
     return marked.withColumn("epoch", shifted.cast("long")).select(*events.columns, INFERRED, RESET)
 
@@ -111,52 +121,27 @@ def _conflicts(lines: DataFrame) -> DataFrame:
                         F.col(f"b.{_UNIT}").alias("later")).distinct()
 
 
-def fold(conflicts) -> dict[tuple[int, int], list[Unit]]:
-    """Per (server_id, declared epoch), the segments that start an inferred epoch, in landing
-    order: a segment starts one when it conflicts with a segment of the current epoch."""
-    edges: dict[tuple[int, int], list[tuple[Unit, Unit]]] = defaultdict(list)
-    for row in conflicts:
-        edges[(row["server_id"], row[_DECLARED])].append((tuple(row["earlier"]), tuple(row["later"])))
-    starts = {}
-    for group, pairs in edges.items():
-        earlier_of: dict[Unit, list[Unit]] = defaultdict(list)
-        for earlier, later in pairs:
-            earlier_of[later].append(earlier)
-        current, epoch_of, found = 0, {}, []
-        for unit in sorted({u for pair in pairs for u in pair}):
-            if any(epoch_of[g] == current for g in earlier_of[unit]):
-                current += 1
-                found.append(unit)
-            epoch_of[unit] = current
-        if found:
-            starts[group] = found
-    return starts
+def epoch_starts(conflicts: DataFrame) -> DataFrame:
+    """Per (server_id, declared epoch), ``_STARTS``: the segments that start an inferred epoch, in
+    landing order. A fold over the segments in conflict, in that order: a segment starts an
+    epoch when it conflicts with a segment of the current epoch."""
+    grouped = conflicts.groupBy("server_id", _DECLARED).agg(F.collect_list(F.struct("earlier", "later")).alias("__edges"))
+    edges = F.col("__edges")
+    units = F.array_sort(F.array_distinct(F.concat(F.transform(edges, lambda e: e["earlier"]),
+                                                   F.transform(edges, lambda e: e["later"]))))
+    zero = F.struct(F.lit(0).alias("current"),
+                    F.array().cast(f"array<struct<unit:{UNIT_TYPE},epoch:int>>").alias("epochs"),
+                    F.array().cast(f"array<{UNIT_TYPE}>").alias("starts"))
 
+    def step(acc: Column, unit: Column) -> Column:
+        of_current = lambda g: F.exists(acc["epochs"], lambda x: (x["unit"] == g) & (x["epoch"] == acc["current"]))  # noqa: E731
+        starts = F.exists(edges, lambda e: (e["later"] == unit) & of_current(e["earlier"]))
+        current = acc["current"] + F.when(starts, F.lit(1)).otherwise(F.lit(0))
+        return F.struct(current.alias("current"),
+                        F.concat(acc["epochs"], F.array(F.struct(unit.alias("unit"), current.alias("epoch")))).alias("epochs"),
+                        F.when(starts, F.concat(acc["starts"], F.array(unit))).otherwise(acc["starts"]).alias("starts"))
 
-def _unit_literal(unit: Unit) -> Column:
-    read, written, path, segment = unit
-    return F.struct(F.lit(read).cast("timestamp").alias("read"), F.lit(written).cast("timestamp").alias("written"),
-                    F.lit(path).alias("path"), F.lit(segment).cast("long").alias("segment"))
-
-
-def _in_group(group: tuple[int, int]) -> Column:
-    return (F.col("server_id") == F.lit(group[0])) & (F.col(_DECLARED) == F.lit(group[1]))
-
-
-def _offset(starts: dict[tuple[int, int], list[Unit]]) -> Column:
-    """Epochs inferred before the line's first landing: the starts at or before it."""
-    counts = [F.when(_in_group(group) & (F.col(_FIRST) >= _unit_literal(unit)), F.lit(1)).otherwise(F.lit(0))
-              for group, units in starts.items() for unit in units]
-    return sum(counts[1:], counts[0])
-
-
-def _starts_epoch(starts: dict[tuple[int, int], list[Unit]]) -> Column:
-    """A first landing in a segment that starts an inferred epoch."""
-    units = [_in_group(group) & (F.col(_UNIT) == _unit_literal(unit)) for group, found in starts.items() for unit in found]
-    start = units[0]
-    for other in units[1:]:
-        start = start | other
-    return start & (F.col(_FIRST) == F.col(_UNIT)) & ~binlog_gaps.is_gap()
+    return grouped.select("server_id", _DECLARED, F.aggregate(units, zero, step)["starts"].alias(_STARTS))
 
 
 # -- the record of an inference ---------------------------------------------------------------
