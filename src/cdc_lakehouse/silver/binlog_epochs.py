@@ -151,8 +151,10 @@ def reset_rows(events: DataFrame, new_events: DataFrame) -> DataFrame:
     counts no operation (``op_count`` 0): it changes no row."""
     if RESET not in events.columns:
         return events.sparkSession.createDataFrame([], _RESET_SCHEMA)
-    starts = events.filter(F.col(RESET)).join(new_events.select("server_id", "file", "pos").dropDuplicates(),
-                                              ["server_id", "file", "pos"], "left_semi")
+    # The new events on the left: ``new_events`` may be a stream (Databricks), joined to the static
+    # events (a stream cannot be the right side of a semi join); deduplicated, as binlog_held.touched.
+    starts = new_events.select("server_id", "file", "pos").join(
+        events.filter(F.col(RESET)), ["server_id", "file", "pos"]).dropDuplicates(["server_id", "lsn"])
     epoch = binlog_position.epoch_of(F.col("lsn"))
     name = F.concat(F.lit("epoch "), epoch.cast("string"), F.lit(" of server "), F.col("server_id").cast("string"))
     return starts.select(
