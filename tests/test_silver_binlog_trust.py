@@ -217,7 +217,7 @@ def test_the_line_that_starts_an_inferred_epoch_is_marked(spark):
 @pytest.fixture(scope="module")
 def reset_lake(spark, tmp_path_factory):
     """Three updates: the log before the reset; the log after it and a re-delivery of the first
-    file; a later transaction (found with the kept state, not the whole history)."""
+    file; a later transaction (with the kept state) and another re-delivery of the first log."""
     tmp = tmp_path_factory.mktemp("reset-no-epoch")
     landing, lake = tmp / "landing", tmp / "lake"
     onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog",))
@@ -227,6 +227,8 @@ def reset_lake(spark, tmp_path_factory):
     _land(landing, f"{FILE}-1000-again.jsonl", BEFORE_RESET)
     harness.run_project(spark, landing, lake, onboarding, layers=("bronze", "silver"))
     _land(landing, f"{FILE}-3000.jsonl", LATER)
+    # Re-delivered after the reset, above the new epoch's floor: found in bronze, not re-applied.
+    _land(landing, f"{FILE}-2000-again.jsonl", BEFORE_RESET[3:])
     harness.run_project(spark, landing, lake, onboarding)
     return DeltaRsStore(spark, lake)
 

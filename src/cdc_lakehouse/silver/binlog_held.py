@@ -19,7 +19,7 @@ would only keep the state growing for as long as that begin is missing.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse import flow_state
@@ -60,8 +60,10 @@ def assembly_events(new_events: DataFrame, all_events: DataFrame, state: DataFra
         return bt.distinct_events(all_events)
     events, floors = _events(state), _floors(state)
     inferred = {row.server_id: row.epochs for row in floors.filter(F.col("epochs") > 0).collect()}
+    # Looked up as the lines landed, before they are placed in the current epoch.
+    relanded = _relanded_servers(new_events, all_events, list(inferred))
     new_events = _in_current_epoch(new_events, floors, bool(inferred))
-    late = _late_servers(new_events, floors) + _relanded_servers(new_events, all_events, list(inferred))
+    late = _late_servers(new_events, floors) + relanded
     held = events.filter(~F.col("server_id").isin(late)).unionByName(
         new_events.filter(~F.col("server_id").isin(late)), allowMissingColumns=True
     )
@@ -81,9 +83,16 @@ def _in_current_epoch(new_events: DataFrame, floors: DataFrame, any_inferred: bo
     if not any_inferred:
         return new_events
     epochs = F.broadcast(floors.select("server_id", F.col("epochs").alias("__epochs")))
-    shifted = F.when(F.col("__epochs") > 0, F.coalesce(F.col("epoch"), F.lit(0)) + F.col("__epochs"))
+    shifted = F.when(F.col("__epochs") > 0, _declared_epoch(new_events) + F.col("__epochs"))
     joined = new_events.join(epochs, "server_id", "left")
-    return joined.withColumn("epoch", F.coalesce(shifted, F.col("epoch")).cast("long")).select(*new_events.columns)
+    declared = F.col("epoch") if "epoch" in new_events.columns else F.lit(None)
+    return joined.withColumn("epoch", F.coalesce(shifted, declared).cast("long")).select(
+        *new_events.columns, *([] if "epoch" in new_events.columns else ["epoch"]))
+
+
+def _declared_epoch(events: DataFrame) -> Column:
+    """The epoch a line says (absent: 0); bronze tables written before epochs have no column."""
+    return F.coalesce(F.col("epoch"), F.lit(0)) if "epoch" in events.columns else F.lit(0)
 
 
 def _relanded_servers(new_events: DataFrame, all_events: DataFrame, servers: list) -> list:
@@ -93,10 +102,13 @@ def _relanded_servers(new_events: DataFrame, all_events: DataFrame, servers: lis
     lines' positions only, and only for these servers."""
     if not servers:
         return []
-    identity = ["server_id", F.coalesce(F.col("epoch"), F.lit(0)).alias("__declared"), "file", "pos"]
-    landed = F.struct(*[F.col(c) if c in all_events.columns else F.lit(None) for c in ("_ingested_at", "_source_file", "_line")])
-    new = new_events.filter(F.col("server_id").isin(servers)).select(*identity, landed.alias("__new"))
-    old = all_events.filter(F.col("server_id").isin(servers)).select(*identity, landed.alias("__old"))
+
+    def placed(events: DataFrame, name: str) -> DataFrame:
+        landed = F.struct(*[F.col(c) if c in events.columns else F.lit(None) for c in ("_ingested_at", "_source_file", "_line")])
+        return events.filter(F.col("server_id").isin(servers)).select(
+            "server_id", _declared_epoch(events).alias("__declared"), "file", "pos", landed.alias(name))
+
+    new, old = placed(new_events, "__new"), placed(all_events, "__old")
     again = old.join(new, ["server_id", "__declared", "file", "pos"]).filter(~F.col("__old").eqNullSafe(F.col("__new")))
     return [row.server_id for row in again.select("server_id").distinct().collect()]
 
@@ -144,7 +156,7 @@ def _events(state: DataFrame) -> DataFrame:
 
 def _floors(state: DataFrame) -> DataFrame:
     return state.filter(F.col("type") == FLOOR).select(
-        "server_id", F.col("pos").alias("floor"), F.coalesce(F.col("epoch"), F.lit(0)).alias("epochs"))
+        "server_id", F.col("pos").alias("floor"), _declared_epoch(state).alias("epochs"))
 
 
 def _late_servers(new_events: DataFrame, floors: DataFrame) -> list:
