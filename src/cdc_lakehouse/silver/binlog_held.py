@@ -15,6 +15,11 @@ that server's history once, and gives the same result (a re-emission at the same
 which AUTO CDC applies once). Row events whose begin has not landed are not held either: their
 begin lies below them, so when it lands it is late and finds them in bronze; holding them
 would only keep the state growing for as long as that begin is missing.
+
+Epochs inferred from the landing (silver/binlog_epochs.py) are counted in the server's marker
+(its ``epoch``), kept while the server has no events in a batch. A new line without ``epoch``
+continues the current one; a new line at a position that landed before makes its server late,
+since only the whole landing order tells a re-delivery of an older epoch from a new reuse.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def assemble(new_events: DataFrame, all_events: DataFrame, sessions: DataFrame |
     transactions; where the runtime keeps flow state, from the new and the held events, and
     what the next batch needs is kept."""
     state = flow_state.current()
-    previous = state and state.previous()
+    previous = state.previous() if state is not None else None
     events = assembly_events(new_events, all_events, previous).persist()
     txns = bt.transactions(events, sessions)
     if state is not None:
