@@ -15,13 +15,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import landing
-from cdc_lakehouse.bronze.kinds import BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, landing_kinds
+from cdc_lakehouse.bronze.kinds import (
+    BINLOG_EVENTS, SHADOW_CHANGES, SHADOW_FOLDER, SNAPSHOT_FOLDER, SNAPSHOT_MANIFESTS, landing_kinds,
+)
 from cdc_lakehouse.bronze.summary import CHANGED
 from cdc_lakehouse.gold import inputs
 from cdc_lakehouse.gold.audit import watermarks
 from cdc_lakehouse.gold.commit_point import HELD, with_release
 from cdc_lakehouse.settings import EVENT_LOG_TABLE, SKIPPED_BY_FAILURE
 from cdc_lakehouse.silver import truncates
+from cdc_lakehouse.silver.binlog_epochs import EPOCH_INFERRED
+from cdc_lakehouse.silver.statements import STATEMENT_DML
 
 NO_TABLE = "(none)"
 OK, WAITING, STOPPED = "ok", "waiting", "stopped"
@@ -50,7 +54,8 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         F.lit(0).cast("bigint").alias("tied_commit_transactions"))
     quarantined = quarantined_lines(read, settings, source).agg(F.count(F.lit(1)).alias("quarantined_lines"))
     anomalous = anomaly_rows(read, settings, source, point.sparkSession).agg(
-        F.count_distinct("change").alias("anomalous_changes"))
+        F.count_distinct("change").alias("anomalous_changes"),
+        F.count_distinct(F.when(F.col("anomaly") == EPOCH_INFERRED, F.col("change"))).alias("inferred_epochs"))
     changed = read(f"{settings.gold}.landing_summary").filter(
         (F.col("source") == source) & F.col("note").contains(CHANGED)).agg(F.count(F.lit(1)).alias("changed_landing_files"))
     joined = point.crossJoin(txn_stats).crossJoin(quarantined).crossJoin(anomalous).crossJoin(ties).crossJoin(changed)
@@ -61,7 +66,7 @@ def _source_health(read, settings, source: str, points: DataFrame) -> DataFrame:
         "latest_seen_commit_ts", "pending_transactions", "held_transactions", "oldest_held_begin_ts",
         seconds_between(F.col("measured_at"), F.col("oldest_held_begin_ts")).alias("oldest_held_age_seconds"),
         "released_held_transactions", "rolled_back_transactions", "quarantined_lines", "anomalous_changes", "tied_commit_transactions",
-        "changed_landing_files", "status", "reason",
+        "changed_landing_files", "inferred_epochs", "status", "reason",
     )
 
 
@@ -207,7 +212,8 @@ def changes_with_anomalies(anomalies: DataFrame) -> DataFrame:
     The anomalies table holds each change once (re-emits merged), so row key, transaction and
     sequence identify a change; a change with several anomalies has a row for each."""
     return anomalies.select(
-        F.concat_ws(".", "schema", "table").alias("table"),
+        # An inferred epoch is about a server's whole log, no table.
+        F.coalesce(F.nullif(F.concat_ws(".", "schema", "table"), F.lit("")), F.lit(NO_TABLE)).alias("table"),
         F.struct("key", "txn_id", "sequence").alias("change"),  # a struct with NULL fields still counts
         "anomaly",
     )
@@ -238,7 +244,9 @@ def _source_quality(read, settings, source: str) -> DataFrame:
     tables = quarantine.sparkSession.createDataFrame(
         [(f.qualified_table,) for f in inputs.flows_of(settings, source)], "table string")
     ddl = schema_changes(read(inputs.transactions_table(settings, source)))
-    every = tables.join(quarantine, "table", "full").join(anomalies, "table", "full").join(ddl, "table", "left")
+    diverging = may_diverge(read, settings, source, quarantine.sparkSession)
+    every = (tables.join(quarantine, "table", "full").join(anomalies, "table", "full").join(ddl, "table", "left")
+             .join(diverging, "table", "left"))
     empty = F.array().cast("array<string>")
     return every.select(
         F.lit(source).alias("source"), "table",
@@ -249,7 +257,25 @@ def _source_quality(read, settings, source: str) -> DataFrame:
         F.coalesce("anomalous_changes", F.lit(0)).alias("anomalous_changes"),
         F.coalesce("anomalies", empty).alias("anomalies"),
         F.coalesce("schema_changes", F.lit(0)).alias("schema_changes"), "last_schema_change", "dropped_at",
+        "may_diverge_since",
     )
+
+
+def may_diverge(read, settings, source: str, spark) -> DataFrame:
+    """Per table (``table``, ``may_diverge_since``): the commit time of its first DML statement
+    logged as SQL (silver/statements.py) that no snapshot taken since covers. The replicas did
+    not apply it, so they may differ from the source until the next snapshot reconciles them."""
+    if not inputs.has_change_stream(settings, source):
+        return spark.createDataFrame([], "table string, may_diverge_since timestamp")
+    found = read(inputs.anomalies_table(settings, source)).filter(F.col("anomaly") == STATEMENT_DML).select(
+        F.concat_ws(".", "schema", "table").alias("table"), "commit_ts")
+    manifests = inputs.existing(read, [landing.table_name(settings.bronze, source, SNAPSHOT_MANIFESTS)])
+    if manifests:
+        taken = manifests[0][1].filter(F.coalesce("complete", F.lit(False))).groupBy("table").agg(
+            F.max("taken_at").alias("__snapshot"))
+        found = found.join(taken, "table", "left").filter(
+            F.col("__snapshot").isNull() | (F.col("commit_ts") >= F.col("__snapshot")))
+    return found.groupBy("table").agg(F.min("commit_ts").alias("may_diverge_since"))
 
 
 def schema_changes(transactions: DataFrame) -> DataFrame:

@@ -184,6 +184,9 @@ REPLICATION_HEALTH = GoldTable(
                                                "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
         ("changed_landing_files", "BIGINT", "Landing files that changed after bronze read them, whose changes are "
                                             "not read (gold.landing_summary notes them; docs/bronze.md)."),
+        ("inferred_epochs", "BIGINT", "Binlog sources: times the positions started again (RESET MASTER, a failover) "
+                                      "in landing lines without an epoch, inferred from the landing order (anomaly "
+                                      "epoch_inferred; docs/binlog-epochs.md). 0 when none."),
         ("status", "STRING", "ok; waiting: no landing file of the source yet (onboarded before its first capture); "
                              "stopped: a flow of the source failed in the latest update, or was skipped because "
                              "what it reads was left unfinished (the next update retries it)."),
@@ -238,6 +241,10 @@ DATA_QUALITY = GoldTable(
         ("last_schema_change", "STRING", "The latest of those statements."),
         ("dropped_at", "TIMESTAMP", "Commit time of a DROP TABLE of the table, when it is the latest of those "
                                     "statements: the replicas keep the rows it had."),
+        ("may_diverge_since", "TIMESTAMP", "Commit time of the first DML statement logged as SQL (anomaly "
+                                           "statement_dml) that no later snapshot of the table covers: the "
+                                           "replicas may differ from the source until the next snapshot; NULL "
+                                           "when none (docs/capture.md)."),
     ),
 )
 

@@ -30,6 +30,8 @@ from cdc_lakehouse.silver.replica_input import (
     APPLIED_OPS, BAD_ROW_IMAGE, INCOMPLETE_KEY, MISSING_KEY_COLUMN, MISSING_SEQUENCE, NO_CHANGE, UNKNOWN_OP, VALUE_DOES_NOT_FIT,
     change_rejection, with_misfits,
 )
+from cdc_lakehouse.silver.binlog_epochs import EPOCH_INFERRED
+from cdc_lakehouse.silver.statements import STATEMENT_DML
 from cdc_lakehouse.silver.truncates import TRUNCATE
 
 INSERT_OF_EXISTING_KEY = "insert_of_existing_key"
@@ -56,7 +58,9 @@ ANOMALY_COLUMNS = (
     ("op", "STRING", "Net change of the row in the transaction as the source sent it: INSERT, UPDATE, DELETE, NONE."),
     ("anomaly", "STRING", "Kind: insert_of_existing_key, update_of_missing_key, delete_of_missing_key, "
                           "unknown_op, incomplete_key, bad_row_image, missing_sequence, value_does_not_fit, "
-                          "undeclared_column, or an impossible pair such as insert_after_insert."),
+                          "undeclared_column, statement_dml (a DML statement logged as SQL: the replicas may "
+                          "diverge until the next snapshot), epoch_inferred (binlog positions started again "
+                          "without an epoch: no table), or an impossible pair such as insert_after_insert."),
     ("applied_as", "STRING", "What the replicas did with the change: INSERT, UPDATE, DELETE, or NONE (not applied)."),
     ("detail", "STRING", "Why this is an anomaly, in words."),
     ("user", "STRING", "Database user that ran the transaction."),
@@ -204,9 +208,45 @@ def rejection_anomaly(declared: bool = False, keys: Column | None = None) -> Col
     return F.when(F.col("rejected").isNotNull(), _anomaly(F.col("rejected"), detail))
 
 
+def statement_anomaly() -> Column:
+    """The anomaly of a DML statement logged as SQL (silver/statements.py; NULL for other changes):
+    the statement, its transaction and position, and the remedy."""
+    image = F.from_json(F.col("row"), "statement string, file string, pos long, epoch long")
+    at = F.concat_ws(":", image["file"], image["pos"].cast("string"))
+    detail = F.concat(
+        F.lit("a DML statement logged as SQL (binlog_format STATEMENT or MIXED): "), image["statement"],
+        F.lit(" (transaction "), F.col("txn_id"), F.lit(", position "), at,
+        F.when(image["epoch"] > 0, F.concat(F.lit(" epoch "), image["epoch"].cast("string"))).otherwise(F.lit("")),
+        F.lit("); the rows it changed are not in the binlog, so the replicas did not apply it and may differ "
+              "from the source until the table's next snapshot: set binlog_format=ROW and binlog_row_image=FULL "
+              "on the server, then take a snapshot of the table (docs/capture.md)"),
+    )
+    marked = F.coalesce(F.array_contains(F.col("anomalies"), STATEMENT_DML), F.lit(False))
+    return F.when(marked, _anomaly(STATEMENT_DML, detail))
+
+
+def epoch_anomaly() -> Column:
+    """The anomaly of an epoch inferred from the landing (silver/binlog_epochs.py; NULL for other
+    changes): where the positions started again and which landed line showed it."""
+    image = F.from_json(F.col("row"), "file string, pos long, epoch long, landed_in string, _line long")
+    detail = F.concat(
+        F.lit("binlog positions of server "), F.get_json_object("key", "$.server_id"),
+        F.lit(" started again without an epoch in the landing lines (RESET MASTER, a restore or a failover): "
+              "line "), image["_line"].cast("string"), F.lit(" of "), image["landed_in"], F.lit(" holds at "),
+        F.concat_ws(":", image["file"], image["pos"].cast("string")),
+        F.lit(" other content than the line landed there before, so it starts inferred epoch "),
+        image["epoch"].cast("string"),
+        F.lit(": it and the lines landed after it apply after everything before them (docs/binlog-epochs.md)"),
+    )
+    marked = F.coalesce(F.array_contains(F.col("anomalies"), EPOCH_INFERRED), F.lit(False))
+    return F.when(marked, _anomaly(EPOCH_INFERRED, detail))
+
+
 def pair_anomalies() -> Column:
     """The impossible pairs the transaction's operations on the row contained, one per kind."""
-    found = F.coalesce(F.col("anomalies"), F.array().cast("array<string>"))
+    marks = F.coalesce(F.col("anomalies"), F.array().cast("array<string>"))
+    # Not pairs: statement_anomaly's and epoch_anomaly's marks.
+    found = F.filter(marks, lambda a: ~a.isin(STATEMENT_DML, EPOCH_INFERRED))
 
     def one(text: Column) -> Column:
         times = F.size(F.filter(found, lambda a: a == text))
@@ -238,7 +278,8 @@ def anomalies(changes: DataFrame, declared: Sequence[DeclaredTable] = (), keys: 
     columns (``replica_input.replica_keys``)."""
     checked = with_previous(changes, declared, keys).withColumn("applied_as", applied_as())
     policy = F.when(F.col("rejected").isNull(), policy_anomaly())  # a held-back change has no place in the order
-    of_change = [rejection_anomaly(bool(declared), keys), policy, *([undeclared_anomaly(declared)] if declared else [])]
+    of_change = [rejection_anomaly(bool(declared), keys), policy, statement_anomaly(), epoch_anomaly(),
+                 *([undeclared_anomaly(declared)] if declared else [])]
     found = F.concat(F.array_compact(F.array(*of_change)), pair_anomalies())
     exploded = checked.select("*", F.explode(found).alias("__a"))
     return exploded.select(

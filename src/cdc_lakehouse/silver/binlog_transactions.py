@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import binlog_position
-from cdc_lakehouse.silver import binlog_gaps
+from cdc_lakehouse.silver import binlog_epochs, binlog_gaps, statements
 
 # A gap that may have been a BEGIN starts a transaction (silver/binlog_gaps.py).
 START_TYPES = ("begin", "ddl", binlog_gaps.GAP_START)
@@ -37,10 +37,25 @@ def with_lsn(events: DataFrame) -> DataFrame:
 
 def distinct_events(events: DataFrame) -> DataFrame:
     """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept,
-    an accepted one rather than a gap (a quarantined line whose corrected line has landed)."""
-    lsn = with_lsn(events)
-    first = F.min_by(F.struct(*lsn.columns), binlog_gaps.is_gap()).alias("__event")
-    return lsn.groupBy("server_id", "lsn").agg(first).select("__event.*")
+    an accepted one rather than a gap (a quarantined line whose corrected line has landed), and
+    the line that starts an inferred epoch rather than its re-delivery. A position reused with
+    other content is no re-delivery: it is of an epoch inferred from the landing order
+    (silver/binlog_epochs.py), so it has an identity, and a place in the log, of its own."""
+    lsn = with_lsn(binlog_epochs.with_inferred_epochs(events))
+    kept_first = F.struct(binlog_gaps.is_gap(), ~F.col(binlog_epochs.RESET))
+    first = F.min_by(F.struct(*lsn.columns), kept_first).alias("__event")
+    return inside_transactions(lsn.groupBy("server_id", "lsn").agg(first).select("__event.*"))
+
+
+def inside_transactions(events: DataFrame) -> DataFrame:
+    """``events`` (with ``lsn``) with each DML statement logged as a ``ddl`` inside BEGIN ..
+    COMMIT retyped ``statement`` (silver/statements.py): part of that transaction, not a
+    boundary that would cut it (and hold its begin as unterminated for ever)."""
+    dml = (F.col("type") == "ddl") & statements.is_dml(F.col("query"))
+    boundary = F.when(F.col("type").isin(*BOUNDARY_TYPES) & ~dml, F.col("type"))
+    before = Window.partitionBy("server_id").orderBy("lsn").rowsBetween(Window.unboundedPreceding, -1)
+    inside = dml & F.last(boundary, ignorenulls=True).over(before).isin("begin", binlog_gaps.GAP_START)
+    return events.withColumn("type", F.when(inside, F.lit(statements.INSIDE)).otherwise(F.col("type")))
 
 
 def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
@@ -76,7 +91,8 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
         F.when(F.col("type") == "ddl", F.col("pos")).otherwise(F.col("end_pos")).alias("commit_pos"),
         F.col("end_xid").alias("xid"),
         F.when(F.col("type") == "ddl", F.col("query")).alias("ddl"),
-        F.when((F.col("type") == "ddl") & F.col("table").isNotNull(),
+        # A DML statement changes no table's definition (silver/statements.py).
+        F.when((F.col("type") == "ddl") & F.col("table").isNotNull() & ~statements.is_dml(F.col("query")),
                F.concat_ws(".", "schema", "table")).alias("ddl_table"),
     )
     txns = txns.withColumn("txn_id", transaction_id()).withColumn(

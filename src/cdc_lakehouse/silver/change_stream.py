@@ -8,9 +8,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.silver import arrivals, binlog_held
+from cdc_lakehouse.silver import arrivals, binlog_epochs, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.silver import schema_changes, shadow_changes, shadow_held, truncates
+from cdc_lakehouse.silver import schema_changes, shadow_changes, shadow_held, statements, truncates
 from cdc_lakehouse.silver.binlog_changes import TXN_COLUMNS, net_changes
 from cdc_lakehouse.silver.net_change import changed_columns
 
@@ -57,14 +57,16 @@ def binlog_change_batch(new_events: DataFrame, all_events: DataFrame, sessions: 
     events, txns = binlog_held.assemble(new_events, all_events, sessions)
     committed = txns.filter(F.col("status") == "committed")
     emitted = committed.join(binlog_held.touched(new_events, events), ["server_id", "begin_lsn"], "left_semi")
-    return to_change_stream(binlog_net_changes(events, emitted), "binlog", binlog_sequence())
+    net = binlog_net_changes(events, emitted).unionByName(binlog_epochs.reset_rows(events, new_events))
+    return to_change_stream(net, "binlog", binlog_sequence())
 
 
 def binlog_net_changes(events: DataFrame, txns: DataFrame) -> DataFrame:
-    """The net changes of the committed ``txns``: of their row events, their TRUNCATEs and their
-    ALTERs of columns."""
+    """The net changes of the committed ``txns``: of their row events, their TRUNCATEs, their
+    ALTERs of columns and their DML statements (which only carry an anomaly)."""
     net = net_changes(bt.row_events_in(events, txns))
-    return net.unionByName(schema_changes.binlog_table_ddl(events, txns, TXN_COLUMNS))
+    dml = statements.binlog_statements(bt.with_begin(events), txns, TXN_COLUMNS)
+    return net.unionByName(schema_changes.binlog_table_ddl(events, txns, TXN_COLUMNS)).unionByName(dml)
 
 
 def shadow_change_batch(new_changes: DataFrame, new_txns: DataFrame, all_changes: DataFrame, all_txns: DataFrame,
@@ -96,9 +98,10 @@ def _streamed_binlog_changes(new_events: DataFrame, all_events: DataFrame, sessi
     again for each micro-batch."""
     events = bt.distinct_events(all_events)
     committed = bt.transactions(events, sessions).filter(F.col("status") == "committed")
-    last = arrivals.last_arrivals(bt.with_begin(bt.with_lsn(all_events)), ["server_id", "begin_lsn"])
+    landed = bt.with_lsn(binlog_epochs.with_inferred_epochs(all_events))  # as distinct_events placed them
+    last = arrivals.last_arrivals(bt.with_begin(landed), ["server_id", "begin_lsn"])
     last = last.join(committed.select("server_id", "begin_lsn", "end_lsn"), ["server_id", "begin_lsn"])
     done = arrivals.completed(new_events, last, ["server_id", "end_lsn"])
     net = binlog_net_changes(events, committed).join(done, ["server_id", "end_lsn"])
-    return to_change_stream(net, "binlog", binlog_sequence())
+    return to_change_stream(net.unionByName(binlog_epochs.reset_rows(events, new_events)), "binlog", binlog_sequence())
 
