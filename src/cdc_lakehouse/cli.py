@@ -109,7 +109,11 @@ def _print_failures(result) -> None:
     from rich.markup import escape
 
     for e in result.failed:
-        console.print(f"[red]error:[/red] flow {escape(e.flow)} into {escape(e.target)} failed: {escape(e.message or '')}")
+        # The same line as an update that stopped as a whole: the error, then the flow it stopped
+        # (the event log's message starts with the exception's class, which that line leaves out).
+        kind, _, text = (e.message or "").partition(": ")
+        message = text if kind.isidentifier() else e.message or ""
+        console.print(f"[red]error:[/red] {escape(message)} (in flow '{escape(e.flow)}' into {escape(e.target)})")
     skipped = result.skipped_by_failure
     if skipped:
         names = ", ".join(sorted(e.flow for e in skipped))
