@@ -43,8 +43,11 @@ def test_optimize_then_vacuum_leave_one_file_with_the_same_rows(make_store, spar
     expected = spark.createDataFrame(before.collect(), before.schema)
     assert store.optimize(TABLE) == {"files_added": 1, "files_removed": 3}
     assert store.vacuum(TABLE, 168) == 0  # the replaced files are younger than the retention
-    assert store.vacuum(TABLE, 0, enforce_retention=False) == 3
-    assert len(store.read(TABLE).inputFiles()) == 1
+    # Every file but the compacted one goes: the three replaced, and any file a writer left
+    # outside the log (delta-spark's writes of one-row frames leave an empty partition's file).
+    on_disk = len(list(store.path(TABLE).glob("*.parquet")))
+    assert store.vacuum(TABLE, 0, enforce_retention=False) == on_disk - 1 >= 3
+    assert len(store.read(TABLE).inputFiles()) == 1 == len(list(store.path(TABLE).glob("*.parquet")))
     assertDataFrameEqual(store.read(TABLE), expected)
 
 

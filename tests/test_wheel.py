@@ -6,7 +6,8 @@ what the wheel carries, so this builds it as the bundle does (``pip wheel --no-d
 it into a new venv and runs ``cdc-lakehouse run`` on the fixtures from a folder outside the repo.
 
 The new venv borrows the third-party packages of the test's own venv (Spark, delta-rs, ...)
-through a .pth file instead of downloading them again. That file names the outer site-packages
+through a .pth file instead of downloading them again, and the delta-spark jars ``make install``
+put in the test's venv (``CDC_LAKEHOUSE_DELTA_JARS``, as a host without make names its own). That file names the outer site-packages
 folder as a plain path: the .pth files in it, among them the editable install's finder that maps
 ``cdc_lakehouse`` to src/, are not run, so the only cdc_lakehouse the new venv can import is the
 wheel's.
@@ -23,6 +24,8 @@ import sysconfig
 from pathlib import Path
 
 from tiny_data import TINY_DATA
+
+from cdc_lakehouse.runtime.session import DELTA_JARS
 
 REPO = Path(__file__).resolve().parents[1]
 # What the build reads. A copy, not the checkout: setuptools builds in the source tree and keeps
@@ -85,7 +88,7 @@ def test_the_wheel_runs_the_pipeline_on_the_fixtures_outside_the_repo(tmp_path: 
     tiny = " ".join(f"--conf {key}={value}" for key, value in TINY_DATA.items())
     _run([str(venv / "bin" / "cdc-lakehouse"), "run", "--lake", str(lake),
           "--landing", str(REPO / "fixtures" / "landing"), "--config", str(REPO / "conf" / "onboarding.yml")],
-         work, 900, env={"PYSPARK_SUBMIT_ARGS": f"{tiny} pyspark-shell"})
+         work, 900, env={"PYSPARK_SUBMIT_ARGS": f"{tiny} pyspark-shell", "CDC_LAKEHOUSE_DELTA_JARS": str(DELTA_JARS)})
     gold = {p.parent.name for p in (lake / "gold").glob("*/_delta_log")}
     assert GOLD_TABLES <= gold, gold
     assert not list(work.iterdir()), "the run wrote into its working directory"
