@@ -24,8 +24,10 @@ COMPACTED_SUFFIX = "_changes_compacted"
 
 
 def expiry_predicate(table: str, cutoff: datetime) -> str | None:
-    """The delta-rs (DataFusion SQL) predicate selecting a table's expired tombstones."""
-    at = f"arrow_cast('{cutoff.strftime('%Y-%m-%dT%H:%M:%S.%f')}', 'Timestamp(Microsecond, Some(\"UTC\"))')"
+    """The predicate selecting a table's expired tombstones. The cutoff is a plain ISO string with
+    its zone, which Spark SQL and delta-rs' DataFusion both compare with a UTC timestamp column
+    (a typed TIMESTAMP literal is zone-less in DataFusion, which refuses the comparison)."""
+    at = f"'{cutoff.astimezone(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
     name = table.rsplit(".", 1)[-1]
     if name.startswith(STATE_PREFIX):
         return f"__deleted = true AND __updated_at < {at}"

@@ -269,7 +269,7 @@ class DeltaRsStore:
         self._snapshots = {k: t for k, t in self._snapshots.items() if k[0] != str(path)}
 
     def delete_where(self, name: str, predicate: str) -> int:
-        """``predicate`` in delta-rs' SQL (DataFusion's)."""
+        """``predicate`` in SQL that DataFusion parses as Spark does (plain comparisons)."""
         metrics = self._existing(name).delete(predicate)
         return int(metrics.get("num_deleted_rows", 0))
 

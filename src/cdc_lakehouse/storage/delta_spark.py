@@ -315,7 +315,7 @@ class DeltaSparkStore:
                                                                  jvm.org.apache.hadoop.fs.Path(self._uri(name)))
 
     def delete_where(self, name: str, predicate: str) -> int:
-        """``predicate`` in Spark SQL."""
+        """``predicate`` in Spark SQL (plain comparisons, so that the delta-rs store parses it too)."""
         self._existing(name)
         result = self.spark.sql(f"DELETE FROM delta.`{self._uri(name)}` WHERE {predicate}").collect()
         return int(result[0][0]) if result else 0
