@@ -114,11 +114,12 @@ class DeltaSparkStore:
         return int(version.get()) if version.isDefined() else None
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
-        self._existing(name)
-        reader = self.spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        return reader.load(self._uri(name))
+        """The table as of ``version``, by default the version it has now. Pinned: an unpinned
+        Delta read finds the latest version again each time it runs, so a frame read before a
+        write would see that write (the delta-rs store reads a snapshot's files)."""
+        snapshot = self._existing(name)
+        at = int(snapshot.version()) if version is None else version
+        return self.spark.read.format("delta").option("versionAsOf", at).load(self._uri(name))
 
     def column_max(self, name: str, column: str):
         return self.read(name).agg(F.max(column)).collect()[0][0]  # an aggregate has one row
