@@ -42,6 +42,11 @@ _DML_SETTINGS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delt
                  "spark.databricks.delta.commitInfo.userMetadata")
 # How many commits back a writer looks for its own: others' commits after it are a race.
 _RACING_COMMITS = 16
+# Characters Parquet cannot hold in a column name: a table with such a name (a source column
+# "Mixed Case", say) is made with column mapping, as Delta requires and Databricks does.
+_UNMAPPABLE = set(" ,;{}()\n\t=")
+_COLUMN_MAPPING = {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}
+_PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
 class DeltaSparkStore:
@@ -148,14 +153,24 @@ class DeltaSparkStore:
         schema = self.read(name, up_to).schema
         if not added:
             return self.spark.createDataFrame([], schema), 0
-        df = self._files(name, schema, [p for p, _ in added])
+        df = self._files(name, self._existing(name), [p for p, _ in added])
         counts = [n for _, n in added if n is not None]
         return df, sum(counts) if len(counts) == len(added) else df.count()
 
-    def _files(self, name: str, schema: T.StructType, paths: list[str]) -> DataFrame:
+    def _files(self, name: str, snapshot, paths: list[str]) -> DataFrame:
+        """Data files of the table read as Parquet, under their logical column names (with column
+        mapping a file holds each column under its physical name)."""
         root = self.path(name)
         files = [glob_literal(str(root / _unquote(p))) for p in paths]
-        return self.spark.read.schema(schema).option("basePath", str(root)).parquet(*files)
+        logical = T.StructType.fromJson(json.loads(snapshot.metadata().schemaString()))
+        physical = _physical(logical)
+        assert isinstance(physical, T.StructType)
+        df = self.spark.read.schema(physical).option("basePath", str(root)).parquet(*files)
+        if physical.simpleString() == logical.simpleString():  # no column mapping
+            return df
+        # A cast between structs goes by position: nested fields get their logical names back.
+        return df.select(*[F.col(f"`{p.name}`").cast(f.dataType).alias(f.name)
+                           for p, f in zip(physical.fields, logical.fields)])
 
     def list_tables(self) -> list[TableInfo]:
         infos = []
@@ -195,6 +210,8 @@ class DeltaSparkStore:
             writer = writer.option("txnAppId", commit.app_id).option("txnVersion", commit.version)
         if not self.exists(name):  # Delta's own settings take effect from the first version on
             writer = writer.options(**{k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")})
+            if _needs_column_mapping(df.schema):
+                writer = writer.options(**_COLUMN_MAPPING)
         with self._committing(name, commit) as token:
             writer.option("userMetadata", token).save(self._uri(name))
         rows = self._rows_committed(name, token)
@@ -356,6 +373,28 @@ def _data_files(table: Path) -> set[Path]:
     """The table's data files: no log, no hidden sidecar (the local file system's ``.crc``)."""
     return {f for f in table.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))
             and "_delta_log" not in f.parts}
+
+
+def _needs_column_mapping(schema: T.DataType) -> bool:
+    if isinstance(schema, T.StructType):
+        return any(bool(_UNMAPPABLE & set(f.name)) or _needs_column_mapping(f.dataType) for f in schema.fields)
+    if isinstance(schema, T.ArrayType):
+        return _needs_column_mapping(schema.elementType)
+    if isinstance(schema, T.MapType):
+        return _needs_column_mapping(schema.keyType) or _needs_column_mapping(schema.valueType)
+    return False
+
+
+def _physical(schema: T.DataType) -> T.DataType:
+    """The type as the data files hold it: every field under its physical name."""
+    if isinstance(schema, T.StructType):
+        return T.StructType([T.StructField(f.metadata.get(_PHYSICAL_NAME, f.name), _physical(f.dataType), f.nullable)
+                             for f in schema.fields])
+    if isinstance(schema, T.ArrayType):
+        return T.ArrayType(_physical(schema.elementType), schema.containsNull)
+    if isinstance(schema, T.MapType):
+        return T.MapType(_physical(schema.keyType), _physical(schema.valueType), schema.valueContainsNull)
+    return schema
 
 
 def _num_records(add: dict) -> int | None:
