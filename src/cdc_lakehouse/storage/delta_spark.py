@@ -209,14 +209,29 @@ class DeltaSparkStore:
         if commit is not None:
             writer = writer.option("txnAppId", commit.app_id).option("txnVersion", commit.version)
         if not self.exists(name):  # Delta's own settings take effect from the first version on
-            writer = writer.options(**{k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")})
+            settings = {k: str(v) for k, v in (properties or {}).items() if k.startswith("delta.")}
             if _needs_column_mapping(df.schema):
-                writer = writer.options(**_COLUMN_MAPPING)
+                self._create_mapped(name, df.schema, partition_by if replace_where is None else None, settings)
+            else:
+                writer = writer.options(**settings)
         with self._committing(name, commit) as token:
             writer.option("userMetadata", token).save(self._uri(name))
         rows = self._rows_committed(name, token)
         self._set_properties(name, properties, comment)
         return rows
+
+    def _create_mapped(self, name: str, schema: T.StructType, partition_by, settings: dict[str, str]) -> None:
+        """An empty table with column mapping, made before its first write: Delta refuses a write
+        that creates a mapped table with a Change Data Feed (it counts the new physical names as a
+        rename), but takes writes into one that exists."""
+        from delta.tables import DeltaTable
+
+        builder = DeltaTable.createIfNotExists(self.spark).location(self._uri(name)).addColumns(schema)
+        if partition_by:
+            builder = builder.partitionedBy(*partition_by)
+        for key, value in {**settings, **_COLUMN_MAPPING}.items():
+            builder = builder.property(key, value)
+        builder.execute()
 
     def upsert(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None = None, **table_opts) -> int:
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
