@@ -13,6 +13,11 @@ from cdc_lakehouse.runtime.session import get_spark
 from cdc_lakehouse.storage import ENGINES, DeltaRsStore, DeltaSparkStore
 
 
+# pytester runs a pytest inside a test (the suite's own timeout is tested so); spark_timeout
+# cancels the Spark jobs of a test that pytest-timeout stopped.
+pytest_plugins = ["pytester", "spark_timeout"]
+
+import property_settings  # noqa: E402,F401 (loads the Hypothesis profile before any test module)
 from tiny_data import TINY_DATA  # noqa: E402
 
 

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from property_settings import examples
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -239,7 +241,7 @@ def model(history):
     return found
 
 
-@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=examples(12), phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=HISTORIES, repeats=st.lists(st.integers(0, 11), max_size=4), seed=st.integers(0, 99))
 def test_anomalies_match_a_model_whatever_the_delivery(spark, history, repeats, seed):

@@ -8,6 +8,8 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from property_settings import examples
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, CdcSpec, distinct_events, prepare_changes
@@ -135,7 +137,7 @@ histories = st.lists(
 
 
 # Each example is two pipeline updates; shrinking would rerun them hundreds of times.
-@settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=examples(4), phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=histories, cut=st.integers(0, 12), shuffle_seed=st.randoms(use_true_random=False))
 def test_any_delivery_order_matches_reference_replay(spark, tmp_path, history, cut, shuffle_seed):

@@ -12,20 +12,21 @@ history is one a database could have written.
 The reference is a replay of the binlog events alone: committed transactions in log order,
 insert -> put, update -> remove the before key and put the after image, delete -> remove.
 Each example costs two pipeline runs (bronze and silver: gold only reads them), so only a handful
-of examples run, derandomized (the same ones in every CI run); ``CDC_LAKEHOUSE_PROPERTY_EXAMPLES=50``
-runs more, with random ones (a bug hunt, not for CI).
+of examples run, derandomized (the same ones in every CI run); ``CDC_LAKEHOUSE_HYPOTHESIS=deep``
+runs more, with random ones (a bug hunt, not for CI: tests/property_settings.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from property_settings import examples
 
 from cdc_lakehouse.storage import LakeStore
 REPO = Path(__file__).resolve().parents[1]
@@ -204,12 +205,8 @@ def _write(path: Path, events: list[dict]) -> None:
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
-EXAMPLES = int(os.environ.get("CDC_LAKEHOUSE_PROPERTY_EXAMPLES", "0")) or None
-
-
 # No shrinking: every step would cost two pipeline runs; the failure message has the events.
-@settings(max_examples=EXAMPLES or 3, deadline=None, derandomize=EXAMPLES is None, database=None, print_blob=True,
-          phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=examples(3), phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(history)
 def test_replicas_equal_a_replay_of_committed_transactions(spark, tmp_path_factory, drawn):

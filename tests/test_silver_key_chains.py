@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from property_settings import examples
+
 from cdc_lakehouse.silver import shadow_changes as sc
 
 CHANGES_DDL = ("_source string, txn_id string, schema string, table string, op_ts timestamp, op_seq long, "
@@ -70,7 +72,7 @@ def batch_form(changes, txns):
     return sc.net_changes(changes, txns, changes, txns)
 
 
-@settings(max_examples=6, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(step, min_size=1, max_size=24))
 def test_any_chain_of_key_changes_keeps_the_rows_columns(spark, steps):
     changes, txns, expected = landed(spark, steps)

@@ -9,6 +9,8 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from property_settings import examples
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.silver import keys
@@ -78,7 +80,7 @@ def _decimal_digits(number: str) -> int:
     return len(whole.lstrip("0") + fraction)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(15))
 @given(st.lists(st.builds(lambda digits, scale, sign: sign * Decimal(digits).scaleb(-scale),
                           st.one_of(st.integers(1, 10**6), st.integers(1, 10**37 - 1)),
                           st.integers(0, 30), st.sampled_from([1, -1])),
