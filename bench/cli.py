@@ -3,6 +3,8 @@
 Commands: ``generate``, ``throughput``, ``apply-scaling``, ``snapshot`` (reconciliation versus
 reload, bench/snapshot_reconcile.py), ``all`` (the three, one JSON), ``incremental`` (a no-op and
 a small update versus the history in the lake, bench/incremental.py; not part of ``all``),
+``store-ops`` (seconds, Spark jobs and Delta commits of one store operation, each engine beside
+plain delta-spark: bench/store_ops.py),
 ``report`` (Markdown from a JSON result).
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from bench import measure
 from bench.apply_scaling import DISTS, METHODS, SCD_TYPES
+from bench.store_ops import STORES
 from bench.throughput import LAYERS
 from bench.workload import FORMS, TABLES
 
@@ -188,6 +191,20 @@ def cmd_incremental(args) -> int:
     return exit_code(result)
 
 
+def cmd_store_ops(args) -> int:
+    """In this process: one Spark session measures every store, warm after the first."""
+    from bench import report, store_ops
+    from cdc_lakehouse.runtime.session import get_spark
+
+    result = {**_header("store-ops", args), "git": measure.git_state()}
+    spark = get_spark("bench-store-ops")
+    result["store_ops"] = store_ops.run(spark, args.work, args.repeat, args.stores)
+    report.print_store_ops(result["store_ops"])
+    spark.stop()
+    _write_json(args.json or RESULTS / "store_ops.json", result)
+    return 0
+
+
 def cmd_capture_memory(args) -> int:
     from bench import capture_memory, report
 
@@ -337,6 +354,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true", help="skip comparing the replicas with the source state at the end")
     p.add_argument("--keep-lakes", action="store_true", help="keep the lakes under --work for inspection")
     p.set_defaults(func=cmd_incremental)
+
+    p = sub.add_parser("store-ops", help="seconds, Spark jobs and Delta commits of one store operation, per engine")
+    _measure_args(p)
+    p.add_argument("--repeat", type=_positive, default=12, help="calls of each operation (default 12)")
+    p.add_argument("--stores", type=_list_of(STORES), default=STORES, help="comma list (default: all three)")
+    p.set_defaults(func=cmd_store_ops)
 
     p = sub.add_parser("capture-memory", help="peak memory of binlog capture versus the size of one transaction")
     _measure_args(p)

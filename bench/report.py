@@ -220,6 +220,27 @@ def print_capture_memory(res: dict) -> None:
                   f"largest / one-row floor: {res['rss_over_floor_largest']}")
 
 
+STORE_OPS_HEADER = ["operation", "store", "median s", "mean s", "max s", "median jobs", "mean jobs", "max jobs",
+                    "commits", "median / plain"]
+
+
+def store_ops_rows(res: dict) -> list[list[str]]:
+    rows = []
+    for operation in sorted({op for numbers in res["stores"].values() for op in numbers}):
+        for store, numbers in res["stores"].items():
+            n = numbers.get(operation)
+            if n is not None:
+                rows.append([operation, store, *[_fmt(n[k]) for k in ("median_s", "mean_s", "max_s", "median_jobs",
+                                                                      "mean_jobs", "max_jobs", "commits")],
+                             _fmt(res["ratios"].get(f"{store}/{operation}"))])
+    return rows
+
+
+def print_store_ops(res: dict) -> None:
+    console.print(_table(f"One store operation on {res['rows']} rows ({res['repeat']} calls each; MERGE into "
+                         f"{res['large_rows']:,} rows)", STORE_OPS_HEADER, store_ops_rows(res)))
+
+
 # -- Markdown ---------------------------------------------------------------------------------
 def md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -260,6 +281,11 @@ def markdown(result: dict) -> str:
                      f"(SCD{sn['scd']})\n")
         parts.append(md_table(SNAPSHOT_HEADER, snapshot_rows(sn)))
         parts.append(f"\n{snapshot_summary(sn)}\n")
+    if "store_ops" in result:
+        so = result["store_ops"]
+        parts.append(f"### One store operation on {so['rows']} rows ({so['repeat']} calls each)\n")
+        parts.append(md_table(STORE_OPS_HEADER, store_ops_rows(so)))
+        parts.append("")
     if "incremental" in result:
         inc = result["incremental"]
         parts.append(f"### Incremental updates versus history ({inc['changes']:,} row changes per small update)\n")

@@ -59,3 +59,23 @@ def test_a_table_created_by_a_racing_writer_is_not_appended_to(make_store, spark
     with pytest.raises(ConcurrentCommit):
         store.append("s.t", spark.createDataFrame([(1, "a")], "k long, v string"), Commit("flow", 0))
     assert store.read("s.t").count() == 1
+
+
+def test_delta_spark_finds_app_transactions_with_or_without_checksum_files(spark, tmp_path):
+    """The delta-spark store reads a writer's version from the checksum file Delta writes after
+    each commit; a version without one (a crash between commit and checksum) is asked of Delta."""
+    from cdc_lakehouse.storage import DeltaSparkStore
+
+    store = DeltaSparkStore(spark, tmp_path)
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.append("s.t", rows, Commit("a", 3))
+    store.append("s.t", rows, Commit("b", 0))
+    log = store.path("s.t") / "_delta_log"
+    assert sorted(p.name for p in log.glob("0*.crc")) == [f"{v:020d}.crc" for v in (0, 1)]
+    assert (store.committed_version("s.t", "a"), store.committed_version("s.t", "b")) == (3, 0)
+    assert store.committed_version("s.t", "c") is None
+
+    for checksum in log.glob("0*.crc"):
+        checksum.unlink()
+    assert (store.committed_version("s.t", "a"), store.committed_version("s.t", "b")) == (3, 0)
+    assert store.committed_version("s.t", "c") is None

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
+from cdc_lakehouse.storage.delta_log import checksum_transactions, commit_actions
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
 )
@@ -40,6 +41,12 @@ _CONCURRENT = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "Co
 # The settings delta-spark reads for a DML command's app transaction and commit metadata.
 _DML_SETTINGS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion",
                  "spark.databricks.delta.commitInfo.userMetadata")
+# How the store's MERGE runs (docs/storage.md, "The cost of a commit"): without adaptive
+# re-planning, which submits each shuffle stage of MERGE's two joins as a job of its own; an
+# incremental update's small sources leave nothing to re-plan (9 Spark jobs a MERGE of 100 rows
+# into 200k become 6). Delta's copy of the source stays (materializeSource=auto): the pipeline's
+# sources are persisted lazily, which Delta refuses to MERGE from uncopied.
+_MERGE_PLAN = {"spark.sql.adaptive.enabled": "false"}
 # How many commits back a writer looks for its own: others' commits after it are a race.
 _RACING_COMMITS = 16
 # Characters Parquet cannot hold in a column name: a table with such a name (a source column
@@ -86,8 +93,7 @@ class DeltaSparkStore:
         return snapshot
 
     def _commit_file(self, name: str, version: int) -> list[dict]:
-        with open(self.path(name) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return commit_actions(self.path(name) / "_delta_log", version)
 
     # -- reads ------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
@@ -109,12 +115,11 @@ class DeltaSparkStore:
         snapshot = self._snapshot(name)
         if snapshot is None:
             return None
-        # The commit's checksum file lists the app transactions: read there, no Spark job;
-        # otherwise the snapshot rebuilds its state from the log to find them.
-        known = snapshot.setTransactionsIfKnown()
-        if known.isDefined():
-            found = [t.version() for t in _iterate(known.get()) if t.appId() == app_id]
-            return int(found[0]) if found else None
+        # Delta's checksum file of the version lists its app transactions: read there, no
+        # Spark job (asking the snapshot rebuilds its state from the log: 3 jobs a version).
+        known = checksum_transactions(self.path(name) / "_delta_log", int(snapshot.version()))
+        if known is not None:
+            return known.get(app_id)
         version = snapshot.transactions().get(app_id)
         return int(version.get()) if version.isDefined() else None
 
@@ -284,16 +289,23 @@ class DeltaSparkStore:
 
     @contextmanager
     def _dml_settings(self, commit: Commit | None, token: str) -> Iterator[None]:
+        """The session settings of one MERGE: its app transaction and token (Delta reads them
+        for DML, not as writer options), and how it runs (``_MERGE_PLAN``)."""
+        values: dict[str, str] = dict(_MERGE_PLAN, **{_DML_SETTINGS[2]: token})
+        if commit is not None:
+            values.update({_DML_SETTINGS[0]: commit.app_id, _DML_SETTINGS[1]: str(commit.version)})
         conf = self.spark.conf
-        values = (None, None, token) if commit is None else (commit.app_id, str(commit.version), token)
-        for key, value in zip(_DML_SETTINGS, values):
-            if value is not None:
-                conf.set(key, value)
+        previous: dict[str, str | None] = {key: conf.get(key, None) for key in values}
+        for key, value in values.items():
+            conf.set(key, value)
         try:
             yield
         finally:
-            for key in _DML_SETTINGS:
-                conf.unset(key)
+            for key, old in previous.items():
+                if old is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, old)
 
     def _find(self, name: str, token: str) -> dict | None:
         """The commitInfo of this writer's commit, looked for from the newest version down (a

@@ -1,0 +1,34 @@
+"""Reads of a Delta table's log files by the driver: what a commit did, and which app
+transactions a version holds, without a Spark job.
+
+Delta writes, after each of its commits, a checksum file (``<version>.crc``) that lists the
+table's app transactions (``setTransactions``) among its totals. Asking a ``Snapshot`` for them
+rebuilds the table's state from its log with Spark jobs when the snapshot was not the writer's
+own; reading the file is one small JSON read. A version without a checksum file (a crash
+between the commit and its checksum, or a writer that writes none) answers None here, and the
+caller asks Delta.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def commit_actions(log: Path, version: int) -> list[dict]:
+    """The actions of commit ``version`` (``add``, ``remove``, ``txn``, ``commitInfo``, ...)."""
+    with open(log / f"{version:020d}.json", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def checksum_transactions(log: Path, version: int) -> dict[str, int] | None:
+    """Every app transaction of the table as of ``version`` (app id -> its version), from the
+    version's checksum file; None when there is no such file or it does not list them."""
+    try:
+        checksum = json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    transactions = checksum.get("setTransactions")
+    if transactions is None:
+        return None
+    return {t["appId"]: int(t["version"]) for t in transactions}
