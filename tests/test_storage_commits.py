@@ -79,3 +79,15 @@ def test_delta_spark_finds_app_transactions_with_or_without_checksum_files(spark
         checksum.unlink()
     assert (store.committed_version("s.t", "a"), store.committed_version("s.t", "b")) == (3, 0)
     assert store.committed_version("s.t", "c") is None
+
+
+def test_delta_spark_tables_are_checkpointed_every_100_commits(spark, tmp_path):
+    """The session's default (runtime/session.py): a checkpoint costs 6 Spark jobs, and the
+    state a write rebuilds reads 100 small commit files as fast as a checkpoint and a few."""
+    from cdc_lakehouse.storage import DeltaSparkStore
+
+    store = DeltaSparkStore(spark, tmp_path)
+    for version in range(11):
+        store.append("s.t", spark.createDataFrame([(version, "a")], "k long, v string"), Commit("flow", version))
+    assert store.list_tables()[0].properties["delta.checkpointInterval"] == "100"
+    assert not list((store.path("s.t") / "_delta_log").glob("*.checkpoint*.parquet"))

@@ -1,5 +1,5 @@
-"""Reads of a Delta table's log files by the driver: what a commit did, and which app
-transactions a version holds, without a Spark job.
+"""Reads of a Delta table's log files by the driver: what a commit did, which app
+transactions a version holds and how large the table is, without a Spark job.
 
 Delta writes, after each of its commits, a checksum file (``<version>.crc``) that lists the
 table's app transactions (``setTransactions``) among its totals. Asking a ``Snapshot`` for them
@@ -21,14 +21,19 @@ def commit_actions(log: Path, version: int) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def checksum(log: Path, version: int) -> dict | None:
+    """The checksum file of ``version`` (its totals: ``tableSizeBytes``, ``numFiles``, ...), or
+    None when there is none."""
+    try:
+        return json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def checksum_transactions(log: Path, version: int) -> dict[str, int] | None:
     """Every app transaction of the table as of ``version`` (app id -> its version), from the
     version's checksum file; None when there is no such file or it does not list them."""
-    try:
-        checksum = json.loads((log / f"{version:020d}.crc").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    transactions = checksum.get("setTransactions")
+    transactions = (checksum(log, version) or {}).get("setTransactions")
     if transactions is None:
         return None
     return {t["appId"]: int(t["version"]) for t in transactions}

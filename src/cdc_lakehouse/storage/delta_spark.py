@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
-from cdc_lakehouse.storage.delta_log import checksum_transactions, commit_actions
+from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
 )
@@ -41,12 +41,14 @@ _CONCURRENT = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "Co
 # The settings delta-spark reads for a DML command's app transaction and commit metadata.
 _DML_SETTINGS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion",
                  "spark.databricks.delta.commitInfo.userMetadata")
-# How the store's MERGE runs (docs/storage.md, "The cost of a commit"): without adaptive
-# re-planning, which submits each shuffle stage of MERGE's two joins as a job of its own; an
-# incremental update's small sources leave nothing to re-plan (9 Spark jobs a MERGE of 100 rows
-# into 200k become 6). Delta's copy of the source stays (materializeSource=auto): the pipeline's
-# sources are persisted lazily, which Delta refuses to MERGE from uncopied.
-_MERGE_PLAN = {"spark.sql.adaptive.enabled": "false"}
+# How the store's MERGE into a small table runs (docs/storage.md, "The cost of a commit"):
+# without adaptive re-planning, which submits each shuffle stage of MERGE's two joins as a job
+# of its own (9 Spark jobs a MERGE of 100 rows into 200k become 6). Into a larger table it
+# stays on: there its switch to a broadcast join, once it sees how small the source is, saves
+# shuffling the whole table. Delta's copy of the source stays (materializeSource=auto): the
+# pipeline's sources are persisted lazily, which Delta refuses to MERGE from uncopied.
+_SMALL_TABLE_PLAN = {"spark.sql.adaptive.enabled": "false"}
+_SMALL_TABLE_BYTES = 64 * 1024 * 1024
 # How many commits back a writer looks for its own: others' commits after it are a race.
 _RACING_COMMITS = 16
 # Characters Parquet cannot hold in a column name: a table with such a name (a source column
@@ -258,9 +260,17 @@ class DeltaSparkStore:
         if flag is not None:
             merge = merge.whenMatchedDelete(f"s.`{flag}`")
         merge = merge.whenMatchedUpdate(keep, values).whenNotMatchedInsert(keep, values)
-        with self._committing(name, commit) as token, self._dml_settings(commit, token):
+        plan = _SMALL_TABLE_PLAN if self._small(name) else {}
+        with self._committing(name, commit) as token, self._dml_settings(commit, token, plan):
             merge.execute()
         return self._rows_committed(name, token)
+
+    def _small(self, name: str) -> bool:
+        """Whether the table's data files add up to less than ``_SMALL_TABLE_BYTES`` (from the
+        checksum file; a table without one counts as large)."""
+        snapshot = self._existing(name)
+        size = (checksum(self.path(name) / "_delta_log", int(snapshot.version())) or {}).get("tableSizeBytes")
+        return size is not None and size < _SMALL_TABLE_BYTES
 
     def _holds(self, name: str, commit: Commit | None) -> bool:
         """Whether the table has the writer's batch (its version, or a later one) in: then
@@ -288,10 +298,10 @@ class DeltaSparkStore:
         self._around_commit("after", name)
 
     @contextmanager
-    def _dml_settings(self, commit: Commit | None, token: str) -> Iterator[None]:
+    def _dml_settings(self, commit: Commit | None, token: str, plan: dict[str, str]) -> Iterator[None]:
         """The session settings of one MERGE: its app transaction and token (Delta reads them
-        for DML, not as writer options), and how it runs (``_MERGE_PLAN``)."""
-        values: dict[str, str] = dict(_MERGE_PLAN, **{_DML_SETTINGS[2]: token})
+        for DML, not as writer options), and how it runs (``plan``)."""
+        values: dict[str, str] = dict(plan, **{_DML_SETTINGS[2]: token})
         if commit is not None:
             values.update({_DML_SETTINGS[0]: commit.app_id, _DML_SETTINGS[1]: str(commit.version)})
         conf = self.spark.conf
