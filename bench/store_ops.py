@@ -2,8 +2,9 @@
 ``TableStore`` operation on 100 rows, on each engine, beside the plain delta-spark call that
 writes the same rows (``df.write``, ``DeltaTable.merge``) as its floor, all in one Spark session.
 
-Operations, each repeated ``--repeat`` times on one table (so Delta's checkpoint every tenth
-commit falls inside the runs; the median hides it, the mean and the largest show it):
+Operations, each repeated ``--repeat`` times on one table (a checkpoint, every 100th commit of a
+table the session creates, falls inside the runs when ``--repeat`` passes it; the median hides
+it, the mean and the largest show it):
 
 - ``append``: 100 rows with a ``Commit`` (a new batch version each time);
 - ``append_redelivered``: the same batch again: the store must see it is in and write nothing;
@@ -57,8 +58,9 @@ class Meter:
         t0 = time.perf_counter()
         call()
         took = time.perf_counter() - t0
+        jobs = last_job_id(self.spark) - before_job  # before asking the version: plain's history() is a job
         commits = _version(self.version(table)) - before_version
-        self.samples.setdefault(operation, []).append((took, last_job_id(self.spark) - before_job, commits))
+        self.samples.setdefault(operation, []).append((took, jobs, commits))
 
     def summary(self) -> dict[str, dict]:
         out = {}

@@ -18,8 +18,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-from property_settings import examples
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -29,6 +27,7 @@ from cdc_lakehouse.silver.replica_input import replica_changes
 from cdc_lakehouse.contract.corrections import CHANGE_STREAM_SCHEMA
 from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, demo_flows, write_jsonl
+from property_settings import examples
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
 SHOWN = ["key", "txn_id", "op", "anomaly", "applied_as"]

@@ -8,10 +8,9 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-from property_settings import examples
 from pyspark.testing import assertDataFrameEqual
 
+from property_settings import examples
 from cdc_lakehouse.cdc.apply import SEQ, TRUNCATE, CdcInputError, CdcSpec, distinct_events, prepare_changes
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.runtime.runner import run_pipeline

@@ -9,10 +9,9 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from property_settings import examples
 from pyspark.sql import functions as F
 
+from property_settings import examples
 from cdc_lakehouse.silver import keys
 from cdc_lakehouse.snapshot.compare import canonical_key
 

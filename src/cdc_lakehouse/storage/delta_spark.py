@@ -245,7 +245,8 @@ class DeltaSparkStore:
         if self._holds(name, commit):
             return 0
         flag = spec.delete_flag
-        if not self.exists(name):
+        snapshot = self._snapshot(name)
+        if snapshot is None:
             kept = df if flag is None else df.filter(~F.col(flag)).drop(flag)
             return self._save(name, kept, "append", commit, **table_opts)
         from delta.tables import DeltaTable
@@ -260,15 +261,14 @@ class DeltaSparkStore:
         if flag is not None:
             merge = merge.whenMatchedDelete(f"s.`{flag}`")
         merge = merge.whenMatchedUpdate(keep, values).whenNotMatchedInsert(keep, values)
-        plan = _SMALL_TABLE_PLAN if self._small(name) else {}
+        plan = _SMALL_TABLE_PLAN if self._small(name, snapshot) else {}
         with self._committing(name, commit) as token, self._dml_settings(commit, token, plan):
             merge.execute()
         return self._rows_committed(name, token)
 
-    def _small(self, name: str) -> bool:
-        """Whether the table's data files add up to less than ``_SMALL_TABLE_BYTES`` (from the
-        checksum file; a table without one counts as large)."""
-        snapshot = self._existing(name)
+    def _small(self, name: str, snapshot) -> bool:
+        """Whether the table's data files at ``snapshot`` add up to less than
+        ``_SMALL_TABLE_BYTES`` (from the checksum file; a version without one counts as large)."""
         size = (checksum(self.path(name) / "_delta_log", int(snapshot.version())) or {}).get("tableSizeBytes")
         return size is not None and size < _SMALL_TABLE_BYTES
 
