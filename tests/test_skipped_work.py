@@ -2,7 +2,8 @@
 is not planned at all, and a materialized view whose definition and inputs are unchanged is not
 recomputed (runtime/flow_batch.py ``quiet``, runtime/unchanged_views.py). Skipping must never
 keep a stale result: new input, a changed configuration or definition, a clock, or a run stopped
-before the view was written all recompute."""
+before the view was written all recompute. An update in which no flow has work writes nothing
+at all (runtime/quiet_update.py)."""
 
 from __future__ import annotations
 
@@ -67,10 +68,16 @@ def _totals(spark, rows):
     return spark.createDataFrame(rows, "sensor string, total double")
 
 
+def _versions(spark, paths: Paths) -> dict[str, int]:
+    store = LakeStore(spark, paths.lake)
+    return {t.name: store.version(t.name) for t in store.list_tables()}
+
+
 def test_a_quiet_update_plans_no_streaming_flow_and_keeps_unchanged_views(spark, paths):
     _run(spark, paths)
     assert sorted(paths.planned()) == PLANNED
-    versions = {name: _version(spark, paths, name) for name in ("gold.totals", "gold.sensors_seen")}
+    versions = _versions(spark, paths)
+    assert "pipeline.event_log" in versions
 
     quiet = _run(spark, paths)
 
@@ -81,11 +88,24 @@ def test_a_quiet_update_plans_no_streaming_flow_and_keeps_unchanged_views(spark,
         f: ("SKIPPED", "no new input") for f in STREAMING}
     for view in ("gold.totals", "gold.above_threshold", "gold.doubled_values"):
         assert (quiet.event(view).status, quiet.event(view).message) == ("SKIPPED", UNCHANGED)
-    assert _version(spark, paths, "gold.totals") == versions["gold.totals"]
-    # A view that reads the clock is recomputed at every update.
-    assert quiet.event("gold.sensors_seen").status == "COMPLETED"
-    assert _version(spark, paths, "gold.sensors_seen") == versions["gold.sensors_seen"] + 1
+    # No flow had work, so the update wrote nothing: no table, no event-log row, not even the
+    # view that reads the clock (runtime/quiet_update.py).
+    assert (quiet.event("gold.sensors_seen").status, quiet.event("gold.sensors_seen").message) == ("SKIPPED", UNCHANGED)
+    assert _versions(spark, paths) == versions
     assertDataFrameEqual(_table(spark, paths, "gold.totals"), _totals(spark, [("a", 3.0), ("b", 10.0)]))
+
+
+def test_an_update_with_work_recomputes_the_view_that_reads_the_clock(spark, paths):
+    _run(spark, paths)
+    seen = _version(spark, paths, "gold.sensors_seen")
+    write_jsonl(paths.landing / "alerts/1.jsonl", [{"sensor": "a", "value": 99.0}])  # read by no view
+
+    busy = _run(spark, paths)
+
+    assert busy.event("bronze.alerts").status == "COMPLETED"
+    assert busy.event("gold.totals").status == "SKIPPED"
+    assert busy.event("gold.sensors_seen").status == "COMPLETED"  # as Databricks: at every update with work
+    assert _version(spark, paths, "gold.sensors_seen") == seen + 1
 
 
 def test_new_input_is_read_and_recomputes_the_views(spark, paths):

@@ -79,7 +79,7 @@ class FlowCheckpoint:
         under it."""
         return _read_json(self.dir / CONFIRMED)
 
-    def write_confirmed(self, after_batch: int, definition: str, sources: dict) -> None:
+    def write_confirmed(self, after_batch: int | None, definition: str, sources: dict) -> None:
         record = {"after_batch": after_batch, "definition": definition, "sources": sources}
         _write_json(self.dir / CONFIRMED, record)
 

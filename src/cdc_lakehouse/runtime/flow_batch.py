@@ -115,10 +115,15 @@ class FlowBatch:
         """This batch read every source (its query was built) under a new definition and found
         nothing new: recorded with what it read, so that the next update skips the flow without
         planning it again (a code change must not make every quiet update plan every flow until
-        new input lands)."""
-        if self.streaming and not self.new_input and not self.replay and self.previous_id is not None:
-            if self.previous.get(DEFINITION) != self.definition:
-                self.checkpoint.write_confirmed(self.previous_id, self.definition, self.offsets)
+        new input lands). A flow that found its sources empty from the start is confirmed with
+        no batch before it, unless it planned its empty first batch to create its table: a once
+        flow, or one appending to a table another flow created, plans none."""
+        if not self.streaming or self.new_input or self.replay:
+            return
+        if self.previous_id is None and self.checkpoint.batches():
+            return
+        if self.previous.get(DEFINITION) != self.definition:
+            self.checkpoint.write_confirmed(self.previous_id, self.definition, self.offsets)
 
     def record_snapshot(self, version: int) -> None:
         """An AUTO CDC FROM SNAPSHOT batch applied snapshot ``version``: recorded with the tables

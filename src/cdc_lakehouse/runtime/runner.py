@@ -33,6 +33,7 @@ from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.flow_state import DeltaFlowState, state_table_name as flow_state_table
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
+from cdc_lakehouse.runtime.quiet_update import quiet_update_events
 from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
@@ -98,6 +99,7 @@ class PipelineRunner:
         self.unfinished: dict[str, str] = {}  # dataset -> the failure that left it so, this update
         self._errors: list[Exception] = []  # of the failed flows, in the order they failed
         self._events_written = 0
+        self._probing = False  # while the update asks whether any flow has work (quiet_update.py)
 
     @functools.cached_property
     def pipeline_fingerprint(self) -> str:
@@ -107,6 +109,10 @@ class PipelineRunner:
         """Every flow once; then, if flows failed, their first error, with ``update`` set to
         the result (``failed_update``)."""
         self.graph.validate()
+        quiet = self._quiet_update()
+        if quiet is not None:  # nothing to do: nothing planned, written or logged
+            self.result.events = quiet
+            return self.result
         try:
             tables = self._updated_tables()
             reporters = [n for n in tables if self._reports_failures(n)]
@@ -123,6 +129,15 @@ class PipelineRunner:
             error.update = self.result  # type: ignore[attr-defined]  # read by failed_update
             raise error
         return self.result
+
+    def _quiet_update(self) -> list[FlowEvent] | None:
+        """Each flow's SKIPPED event when none has work, judged without running any (ensure
+        does nothing meanwhile); else None."""
+        self._probing = True
+        try:
+            return quiet_update_events(self)
+        finally:
+            self._probing = False
 
     def _reports_failures(self, name: str) -> bool:
         return self.graph.datasets[name].table_properties.get(REPORTS_FAILURES) == "true"
@@ -150,7 +165,7 @@ class PipelineRunner:
     # -- dependency order -------------------------------------------------------------------
     def ensure(self, name: str) -> None:
         """Run every flow into ``name`` once in this update, after whatever it reads."""
-        if name in self._done:
+        if name in self._done or self._probing:
             return
         if name in self._running:
             cycle = " -> ".join([*self._running[self._running.index(name):], name])
@@ -184,7 +199,9 @@ class PipelineRunner:
         self.result.events.append(event)
         batch = FlowBatch(self, flow, FlowCheckpoint(self.checkpoints, flow.name))
         batch.state = DeltaFlowState(batch, flow.target) if flow.kind != "auto_cdc_snapshot" else None
-        # Spark's UI and status tracker list each job under the flow that ran it.
+        # Spark's UI and status tracker list each job under the flow that ran it; a flow run
+        # inside another's (what it reads, brought up to date) hands the group back after.
+        outer_group = self.spark.sparkContext.getLocalProperty("spark.jobGroup.id")
         self.spark.sparkContext.setJobGroup(flow.name, f"{flow.kind} flow into {flow.target}")
         token = declarations.running_flow.set(batch)
         state_token = flow_state.set_current(batch.state)
@@ -216,7 +233,7 @@ class PipelineRunner:
             event.duration_s = round(time.monotonic() - started, 3)
             event.rows_read = batch.rows_read
             self.shared_views.flow_ended(self.spark)
-            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
+            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", outer_group)  # type: ignore[arg-type]  # None clears it
 
     def _execute(self, flow: Flow, batch: FlowBatch, event: FlowEvent) -> None:
         target = self.graph.datasets[flow.target]

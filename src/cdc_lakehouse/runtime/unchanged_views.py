@@ -12,8 +12,9 @@ configuration that make them: a view whose rows come from anywhere else (a folde
 service) is not recomputed when only they change. Land such data in a table the view reads.
 
 A plan that reads the clock (``current_timestamp``) or is not deterministic (``rand``, ``uuid``)
-has no key: such a view is recomputed at every update, as Databricks does. The key is recorded
-only once the view is written, so a run stopped in between recomputes it.
+has no key: such a view is recomputed at every update that has work, as Databricks does (an
+update with none is ended before any flow plans: quiet_update.py). The key is recorded only
+once the view is written, so a run stopped in between recomputes it.
 
 Planning the query to compute its key costs far more than the check itself (analysis infers the
 schema of every JSON column the view parses, over all the rows it reads). So the record also
@@ -34,6 +35,7 @@ from pyspark.sql import DataFrame
 
 from cdc_lakehouse.paths import local_path
 from cdc_lakehouse.runtime.flow_batch import FlowBatch
+from cdc_lakehouse.settings import EVENT_LOG_TABLE
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
 _READS_CLOCK = re.compile(
@@ -52,12 +54,13 @@ UNCHANGED = "inputs and definition unchanged since the last refresh"
 class RefreshKey:
     batch: FlowBatch
     target: str
-    value: str
+    value: str | None  # None: the view reads the clock, and is recomputed at every update with work
     inputs: dict[str, int] | None  # table -> version, when tables are all the view read
 
     def unchanged(self) -> bool:
         last = self.batch.checkpoint.refresh()
-        return last.get("key") == self.value and last.get("version") == self.batch.store.version(self.target)
+        same_key = self.value is not None and last.get("key") == self.value
+        return same_key and last.get("version") == self.batch.store.version(self.target)
 
     def record(self) -> None:
         record = {"key": self.value, "version": self.batch.store.version(self.target)}
@@ -69,13 +72,25 @@ class RefreshKey:
 def quiet_before_planning(batch, target: str) -> bool:
     """Whether the last refresh of ``target`` read only tables, all still at the versions it
     read, under the same definition, and the view is as that refresh wrote it."""
-    last, store = batch.checkpoint.refresh(), batch.store
-    inputs = last.get("inputs")
+    last = batch.checkpoint.refresh()
+    return last.get("key") is not None and _inputs_as_read(batch, target, last, ())
+
+
+def kept_in_a_quiet_update(batch, target: str) -> bool:
+    """``quiet_before_planning`` for an update in which no flow has work (quiet_update.py):
+    a view that reads the clock is kept too, and the event log is not compared."""
+    return _inputs_as_read(batch, target, batch.checkpoint.refresh(), (EVENT_LOG_TABLE,))
+
+
+def _inputs_as_read(batch, target: str, last: dict, ignored: tuple[str, ...]) -> bool:
+    store, inputs = batch.store, last.get("inputs")
     if inputs is None or last.get("definition") != batch.definition:
         return False
     if last.get("version") != store.version(target):
         return False
     for name, version in inputs.items():
+        if name in ignored:
+            continue
         if name in batch.runner.graph.datasets:
             batch.runner.ensure(name)  # this update's writes to it first
         if not store.exists(name) or store.version(name) != version:
@@ -91,15 +106,15 @@ def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
         files = sorted(query.inputFiles())  # Delta writes new file names: a rebuilt table differs
     except Py4JError:  # a plan Spark cannot describe: recomputed, as without a key
         return None
-    if text is None or _READS_CLOCK.search(text):
+    if text is None:
         return None
     tables = sorted({name.removeprefix("read:") for name, _ in batch.reads if name.startswith("read:")})
     inputs = {name: batch.store.version(name) for name in tables if batch.store.exists(name)}
     digest = hashlib.sha256(batch.definition.encode())
     digest.update(text.encode())
     digest.update(json.dumps([inputs, files], sort_keys=True).encode())
-    only_tables = _only_tables(batch, inputs, files)
-    return RefreshKey(batch, target, digest.hexdigest(), inputs if only_tables else None)
+    value = None if _READS_CLOCK.search(text) else digest.hexdigest()
+    return RefreshKey(batch, target, value, inputs if _only_tables(batch, inputs, files) else None)
 
 
 def _only_tables(batch, inputs: dict[str, int], files: list[str]) -> bool:

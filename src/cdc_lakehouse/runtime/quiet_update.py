@@ -1,0 +1,59 @@
+"""An update with nothing to do is known before any flow plans, and writes nothing.
+
+Before the flows run, every flow is asked, cheaply and without running what it reads, whether
+it has work: a streaming flow whether its sources moved since its last batch (``FlowBatch.quiet``:
+Delta versions from the log, file listings), a materialized view whether the tables its last
+refresh read are at the versions it read (``unchanged_views``). When none has, upstream flows
+have none either, so those answers hold without bringing anything up to date: the update ends
+there, with no Spark job, no Delta commit and no event-log row. As soon as one flow has work, the
+update runs as usual.
+
+A view that reads the clock (``current_timestamp``) is recomputed at every update that has
+work, as Databricks does; in an update that has none it is kept, with the time it was measured
+(``measured_at`` in gold's health views; the dashboard computes live ages when it reads them).
+Select such a view (``cdc-lakehouse run --refresh-table``) to recompute it in a quiet update.
+
+The event log is not compared: only updates write it, an update that writes it has work, and a
+view that reads it (gold.replication_health) is refreshed in that update after its events are
+written. What lands in it after that are the refreshed views' own events, which they do not read.
+"""
+
+from __future__ import annotations
+
+from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
+from cdc_lakehouse.runtime.event_log import FlowEvent
+from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
+from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, kept_in_a_quiet_update
+
+NO_NEW_INPUT = "no new input"
+
+
+def quiet_update_events(runner) -> list[FlowEvent] | None:
+    """One SKIPPED event per flow when no flow of the update has work; else None."""
+    if runner.full_refresh or runner.refresh:
+        return None
+    events = []
+    for name in sorted(n for n, d in runner.graph.datasets.items() if d.persisted):
+        if runner.tables.deleted(name):
+            return None
+        for flow in sorted(runner.graph.flows_into(name), key=lambda f: f.name):
+            why = _why_quiet(runner, flow)
+            if why is None:
+                return None
+            event = FlowEvent(runner.result.update_id, flow.name, flow.target, flow.kind, status="SKIPPED", message=why)
+            events.append(event)
+    return events
+
+
+def _why_quiet(runner, flow) -> str | None:
+    """Why ``flow`` has nothing to do, judged as if every flow upstream of it had none either."""
+    batch = FlowBatch(runner, flow, FlowCheckpoint(runner.checkpoints, flow.name))
+    try:
+        batch.open()
+    except NoNewInput:  # a once flow that ran
+        return NO_NEW_INPUT
+    if batch.quiet():
+        return NO_NEW_INPUT
+    if flow.kind == "query" and not batch.replay and kept_in_a_quiet_update(batch, flow.target):
+        return UNCHANGED
+    return None
