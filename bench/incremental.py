@@ -76,30 +76,43 @@ def last_job_id(spark) -> int:
     return max(sc.statusTracker().getJobIdsForGroup(None), default=-1)
 
 
-def profile(run, wall_s: float, store: profiling.TimingStore) -> dict:
-    """Where an update's time went: its flows (longest first), self time by layer, storage calls."""
+def profile(run, wall_s: float, store: profiling.TimingStore, counters: profiling.FlowCounters) -> dict:
+    """Where an update's time went: its flows (longest first) with their Spark jobs, py4j calls,
+    Delta commits and planning seconds; self time by layer; storage calls."""
     flows = profiling.flow_profile([asdict(e) for e in run.events])
+    for f in flows:
+        jobs, job_s = counters.jobs(f["flow"])
+        f |= {"jobs": jobs, "job_s": job_s, "py4j": counters.py4j[f["flow"]], "commits": counters.commits[f["flow"]],
+              "planning_s": round(max(0.0, f["self_s"] - job_s), 3)}
+    outside = round(wall_s - sum(f["self_s"] for f in flows), 2)
     return {"flows": sorted(flows, key=lambda f: -f["duration_s"]),
-            "by_layer": profiling.by_layer(flows), "storage": store.summary(),
-            "outside_flows_s": round(wall_s - sum(f["self_s"] for f in flows), 2)}
+            "by_layer": profiling.by_layer(flows), "storage": store.summary(), "outside_flows_s": outside,
+            "outside_flows": {"py4j": counters.py4j[profiling.OUTSIDE], "commits": counters.commits[profiling.OUTSIDE]}}
 
 
 def timed_update(spark, lake: Lake) -> dict:
-    """One pipeline update of ``lake``: wall and CPU seconds, Spark jobs, rows written, profile."""
+    """One pipeline update of ``lake``: wall and CPU seconds, Spark jobs, py4j calls, Delta
+    commits, planning seconds, rows written, profile."""
     from cdc_lakehouse.runtime.runner import run_pipeline
 
-    store = profiling.TimingStore(spark, lake.lake)
     first_job = last_job_id(spark)
+    counters = profiling.FlowCounters(spark, first_job)
+    store = profiling.TimingStore(spark, lake.lake, counters)
     cpu, driver_cpu, t0 = measure.CpuMeter().start(), time.process_time(), time.perf_counter()
     try:
-        run = run_pipeline(spark, pipeline_sources(), lake.lake, lake.conf, store=store)
+        with counters:
+            run = run_pipeline(spark, pipeline_sources(), lake.lake, lake.conf, store=store)
         wall_s = time.perf_counter() - t0
     finally:
         store.close()
+    jobs = last_job_id(spark) - first_job
+    shape = profile(run, wall_s, store, counters)
     return {"wall_s": round(wall_s, 3), "cpu_s": cpu.stop(), "driver_cpu_s": round(time.process_time() - driver_cpu, 2),
-            "jobs": last_job_id(spark) - first_job, "flows": len(run.events),
+            "jobs": jobs, "py4j_calls": sum(counters.py4j.values()), "commits": sum(counters.commits.values()),
+            "planning_s": round(sum(f["planning_s"] for f in shape["flows"]) + shape["outside_flows_s"], 2),
+            "flows": len(run.events),
             "rows_written": sum(e.rows_written or 0 for e in run.events if e.status == "COMPLETED"),
-            "profile": profile(run, wall_s, store)}
+            "profile": shape}
 
 
 def timed_floor(spark, lake: Lake, files: list[str]) -> dict:
@@ -169,6 +182,7 @@ def _phase(name: str, updates: list[dict]) -> dict:
             f"{name}_cpu_s": _pick([u["cpu_s"] for u in updates]),
             f"{name}_driver_cpu_s": _pick([u["driver_cpu_s"] for u in updates]),
             f"{name}_jobs": last.get("jobs"), f"{name}_rows_written": last.get("rows_written"),
+            **{f"{name}_{k}": last.get(k) for k in ("py4j_calls", "commits", "planning_s")},
             f"{name}_rounds": [{k: v for k, v in u.items() if k != "profile"} for u in updates],
             f"{name}_profile": last.get("profile")}
 

@@ -5,6 +5,10 @@ Two sources, both cheap enough to leave on while measuring:
 * the pipeline's own event log (``pipeline.event_log``): one row per flow with its start and
   duration. Flows run nested (a flow that reads a dataset first brings that dataset up to date),
   so a flow's *self* time is its duration minus the durations of the flows that ran inside it;
+* ``FlowCounters``, per flow: the Spark jobs it ran (the runner names each job's group after
+  its flow) and their seconds, its py4j calls and its Delta commits. A flow's ``planning_s`` is
+  its self time outside its Spark jobs: building, analysing and planning queries, py4j and
+  Python;
 * ``TimingStore``, the lake's store (``LakeStore``: delta-spark, or delta-rs with
   ``CDC_LAKEHOUSE_ENGINE=delta-rs``) timing, per table, the writes of the update. With
   delta-spark a write is one Spark job that computes and commits (``write_s``); with delta-rs
@@ -17,9 +21,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
+from py4j.java_gateway import GatewayClient
+
+from cdc_lakehouse.runtime import declarations
 from cdc_lakehouse.storage import LakeStore
+
+OUTSIDE = "(outside flows)"  # loading the pipeline, the quiet check, the event log
 
 _local = threading.local()
 _SPARK_STEPS = ("collect", "stage")  # where arrow_handoff runs the Spark job of a write
@@ -36,11 +45,68 @@ def _timing(step):
     return run
 
 
+def current_flow() -> str:
+    batch = declarations.running_flow.get(None)
+    return batch.flow.name if batch is not None else OUTSIDE
+
+
+class FlowCounters:
+    """py4j calls and Delta commits per flow while installed (a ``with`` block), and each
+    flow's Spark jobs since then from Spark's status store."""
+
+    def __init__(self, spark, first_job: int):
+        self.spark = spark
+        self.first_job = first_job
+        self.py4j: Counter[str] = Counter()
+        self.commits: Counter[str] = Counter()
+        self._send = GatewayClient.send_command
+
+    def __enter__(self) -> FlowCounters:
+        send, py4j = self._send, self.py4j
+
+        def counted(client, *args, **kwargs):
+            py4j[current_flow()] += 1
+            return send(client, *args, **kwargs)
+
+        GatewayClient.send_command = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        GatewayClient.send_command = self._send  # type: ignore[method-assign]
+
+    def commit(self) -> None:
+        self.commits[current_flow()] += 1
+
+    def jobs(self, flow: str) -> tuple[int, float]:
+        """The flow's Spark jobs in this update, and the seconds they ran (overlaps once)."""
+        sc = self.spark.sparkContext
+        ids = [j for j in sc.statusTracker().getJobIdsForGroup(flow) if j > self.first_job]
+        store = sc._jsc.sc().statusStore()  # noqa: SLF001 - job times have no Python API
+        spans = []
+        for job in ids:
+            data = store.job(job)
+            start, end = data.submissionTime(), data.completionTime()
+            if start.isDefined() and end.isDefined():
+                spans.append((start.get().getTime() / 1000, end.get().getTime() / 1000))
+        return len(ids), _covered(spans)
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``spans``."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return round(total, 3)
+
+
 class TimingStore:
     """The lake's store, recording per table: calls, rows and seconds of its writes."""
 
-    def __init__(self, spark, lake, **kwargs):
+    def __init__(self, spark, lake, counters: FlowCounters | None = None, **kwargs):
         self.store = LakeStore(spark, lake, **kwargs)
+        self.counters = counters
         self.stats: dict[str, dict] = defaultdict(lambda: defaultdict(float))
         self._originals: dict = {}
         if type(self.store).__name__ == "DeltaRsStore":  # its Spark work is apart from its commit
@@ -62,6 +128,8 @@ class TimingStore:
     def _timed(self, kind: str, name: str, call):
         _local.spark_s = 0.0
         t0 = time.perf_counter()
+        if self.counters is not None:
+            self.counters.commit()
         rows = call()
         total = time.perf_counter() - t0
         s = self.stats[name]

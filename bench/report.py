@@ -165,9 +165,10 @@ def print_snapshot(res: dict) -> None:
     console.print(snapshot_summary(res))
 
 
-INCREMENTAL_HEADER = ["history row changes", "binlog lines", "load s", "noop s", "noop CPU s", "noop jobs",
-                      "small s", "small CPU s", "small jobs", "small rows written", "floor s", "small / floor",
-                      "replicas = source state"]
+UPDATE_COUNTS = ("s", "jobs", "commits", "py4j_calls", "planning_s")
+INCREMENTAL_HEADER = ["history row changes", "binlog lines", "load s",
+                      *[f"{phase} {k.replace('_', ' ')}" for phase in ("noop", "small") for k in UPDATE_COUNTS],
+                      "small rows written", "floor s", "small / floor", "replicas = source state"]
 
 
 def incremental_rows(res: dict) -> list[list[str]]:
@@ -176,8 +177,8 @@ def incremental_rows(res: dict) -> list[list[str]]:
         v = r.get("verify") or {}
         correct = "-" if not v else ("yes" if v.get("all_equal") else "no")
         rows.append([_fmt(int(h)), _fmt(r["workload"]["binlog_lines"]), _fmt(r.get("history_load_s")),
-                     *[_fmt(r.get(f"noop_{k}")) for k in ("s", "cpu_s", "jobs")],
-                     *[_fmt(r.get(f"small_{k}")) for k in ("s", "cpu_s", "jobs", "rows_written")],
+                     *[_fmt(r.get(f"{phase}_{k}")) for phase in ("noop", "small") for k in UPDATE_COUNTS],
+                     _fmt(r.get("small_rows_written")),
                      _fmt(r.get("floor_s")), _fmt(r.get("small_over_floor")), correct])
     return rows
 
@@ -192,11 +193,13 @@ def incremental_flow_rows(res: dict, top: int = 15) -> list[list[str]]:
     """The ``top`` longest flows of the last small update at the largest history."""
     histories = sorted(res.get("by_history", {}), key=int)
     prof = (res["by_history"][histories[-1]].get("small_profile") or {}) if histories else {}
-    return [[f["flow"], f["flow_type"], _fmt(f["rows_read"]), _fmt(f["rows_written"]), _fmt(f["duration_s"]), _fmt(f["self_s"])]
-            for f in prof.get("flows", [])[:top]]
+    flows = sorted(prof.get("flows", []), key=lambda f: -f["self_s"])[:top]
+    return [[f["flow"], f["flow_type"], _fmt(f["rows_read"]), _fmt(f["rows_written"]), _fmt(f["self_s"]),
+             *[_fmt(f.get(k)) for k in ("jobs", "job_s", "planning_s", "py4j", "commits")]] for f in flows]
 
 
-INCREMENTAL_FLOW_HEADER = ["flow", "type", "rows read", "rows written", "duration s", "self s"]
+INCREMENTAL_FLOW_HEADER = ["flow", "type", "rows read", "rows written", "self s", "jobs", "job s", "planning s",
+                           "py4j calls", "commits"]
 
 
 def print_incremental(res: dict) -> None:
@@ -205,7 +208,7 @@ def print_incremental(res: dict) -> None:
     console.print(_table("Incremental updates versus history", INCREMENTAL_HEADER, incremental_rows(res)))
     console.print(incremental_summary(res))
     if incremental_flow_rows(res):
-        console.print(_table("The last small update at the largest history: flows by duration", INCREMENTAL_FLOW_HEADER,
+        console.print(_table("The last small update at the largest history: flows by self time", INCREMENTAL_FLOW_HEADER,
                              incremental_flow_rows(res)))
 
 

@@ -34,6 +34,13 @@ def test_the_result_has_every_figure(bench_run):
                     "floor_s", "small_over_floor"):
             assert size[key] is not None and size[key] >= 0, key
         assert size["small_jobs"] > 0 and size["small_rows_written"] > 0
+        assert size["small_commits"] > 0 and size["small_py4j_calls"] > 0 and size["small_planning_s"] > 0
+        # Nothing landed before the no-op update: it is decided before any flow plans, and writes nothing.
+        assert (size["noop_commits"], size["noop_jobs"]) == (0, 0)
+        flows = size["small_profile"]["flows"]
+        assert {"jobs", "job_s", "planning_s", "py4j", "commits"} <= set(flows[0])
+        replica = next(f for f in flows if f["flow"] == "gold_bench_orders")
+        assert replica["jobs"] > 0 and replica["commits"] >= 1, replica
         assert size["small_rounds"][0]["landed"]["row_changes"] >= CHANGES
         assert size["small_profile"]["flows"], "the small update's flows"
         assert size["floor_rounds"][0]["rows_merged"] > 0, "the floor merges the landed changes"
