@@ -91,3 +91,17 @@ def test_delta_spark_tables_are_checkpointed_every_100_commits(spark, tmp_path):
         store.append("s.t", spark.createDataFrame([(version, "a")], "k long, v string"), Commit("flow", version))
     assert store.list_tables()[0].properties["delta.checkpointInterval"] == "100"
     assert not list((store.path("s.t") / "_delta_log").glob("*.checkpoint*.parquet"))
+
+
+def test_a_write_to_a_table_with_a_comment_is_one_commit(make_store, spark, tmp_path):
+    """Delta keeps a ``comment`` property as the table's description: compared with its
+    properties, it looked changed at every write, which then committed an ALTER TABLE too."""
+    store = make_store(tmp_path)
+    df = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.overwrite("s.t", df, Commit("flow", 0), properties={"quality": "gold"}, comment="what the table holds")
+    first = store.version("s.t")
+
+    for batch in (1, 2):
+        store.overwrite("s.t", df, Commit("flow", batch), properties={"quality": "gold"}, comment="what the table holds")
+
+    assert store.version("s.t") == first + 2

@@ -348,13 +348,15 @@ class DeltaSparkStore:
 
     def _set_properties(self, name: str, properties: dict | None, comment: str | None) -> None:
         """Pipeline properties (``quality``, ``pipelines.*``) and Delta's own, set once, when
-        they differ: an ALTER TABLE commits a new version."""
+        they differ: an ALTER TABLE commits a new version. Delta keeps a ``comment`` property as
+        the table's description, not among its properties."""
         wanted = {k: str(v) for k, v in (properties or {}).items()}
         if comment:
             wanted["comment"] = comment
         if not wanted:
             return
-        current = _configuration(self._existing(name))
+        snapshot = self._existing(name)
+        current = {**_configuration(snapshot), "comment": snapshot.metadata().description()}
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in changed.items())
