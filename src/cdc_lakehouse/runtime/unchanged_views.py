@@ -100,16 +100,16 @@ def _inputs_as_read(batch, target: str, last: dict, ignored: tuple[str, ...]) ->
 
 def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
     """The key of a full refresh of ``target`` from ``query``; None when it cannot have one."""
+    tables = sorted({name.removeprefix("read:") for name, _ in batch.reads if name.startswith("read:")})
+    inputs = {name: batch.store.version(name) for name in tables if batch.store.exists(name)}
     try:
         plan = query._jdf.queryExecution().analyzed()
         text = None if not plan.deterministic() else _normalized(plan.toJSON())
-        files = sorted(query.inputFiles())  # Delta writes new file names: a rebuilt table differs
+        files = _input_files(batch, query, plan, inputs)
     except Py4JError:  # a plan Spark cannot describe: recomputed, as without a key
         return None
     if text is None:
         return None
-    tables = sorted({name.removeprefix("read:") for name, _ in batch.reads if name.startswith("read:")})
-    inputs = {name: batch.store.version(name) for name in tables if batch.store.exists(name)}
     digest = hashlib.sha256(batch.definition.encode())
     digest.update(text.encode())
     digest.update(json.dumps([inputs, files], sort_keys=True).encode())
@@ -117,12 +117,48 @@ def refresh_key(batch, target: str, query: DataFrame) -> RefreshKey | None:
     return RefreshKey(batch, target, value, inputs if _only_tables(batch, inputs, files) else None)
 
 
+def _input_files(batch, query: DataFrame, plan, inputs: dict[str, int]) -> list[str]:
+    """What the query reads besides the tables' versions: a table made again (a full refresh)
+    may come back to the same version with other rows. When every file the plan reads is a
+    Delta table of ``inputs`` (the pipeline's reads), that is their table ids: found in the
+    log, where listing the files of each version (``inputFiles``) rebuilt every table's state
+    and planned the whole query (seconds per view on delta-spark)."""
+    roots = _delta_roots(plan)
+    folders = {str(batch.store.path(name).resolve()): name for name in inputs}
+    if roots is not None and all(local_path(root) in folders for root in roots):
+        return sorted(f"{name}@{batch.store.table_id(name)}" for name in (folders[local_path(r)] for r in roots))
+    return sorted(query.inputFiles())
+
+
+def _delta_roots(plan) -> list[str] | None:
+    """The folders of the Delta tables the analyzed plan reads; None when it reads other files.
+    Leaves that are not file relations (rows built in Python, ranges) read no file."""
+    roots: list[str] = []
+    leaves = plan.collectLeaves().iterator()
+    while leaves.hasNext():
+        leaf = leaves.next()
+        if leaf.getClass().getSimpleName() != "LogicalRelation" or not _has_location(leaf.relation()):
+            continue
+        index = leaf.relation().location()
+        if index.getClass().getSimpleName() != "TahoeLogFileIndex":
+            return None
+        paths = index.rootPaths().iterator()
+        while paths.hasNext():
+            roots.append(paths.next().toString())
+    return roots
+
+
+def _has_location(relation) -> bool:
+    return relation.getClass().getSimpleName() == "HadoopFsRelation"
+
+
 def _only_tables(batch, inputs: dict[str, int], files: list[str]) -> bool:
     """Whether every input is a table read through the pipeline, and every file one of theirs."""
     if any(not name.startswith("read:") for name, _ in batch.reads):
         return False
     folders = [f"{batch.store.path(name).resolve()}/" for name in inputs]
-    return all(any(local_path(f).startswith(folder) for folder in folders) for f in files)
+    ids = {f"{name}@{batch.store.table_id(name)}" for name in inputs}
+    return all(f in ids or any(local_path(f).startswith(folder) for folder in folders) for f in files)
 
 
 def _normalized(plan_json: str) -> str:
