@@ -105,3 +105,21 @@ def test_a_write_to_a_table_with_a_comment_is_one_commit(make_store, spark, tmp_
         store.overwrite("s.t", df, Commit("flow", batch), properties={"quality": "gold"}, comment="what the table holds")
 
     assert store.version("s.t") == first + 2
+
+
+def test_delta_spark_reads_a_tables_version_from_its_log_folder_as_delta_does(spark, tmp_path):
+    """``version``, ``exists`` and ``committed_version`` list the log folder instead of asking
+    Delta for a fresh snapshot (a dozen py4j round trips each, thousands per update)."""
+    from delta.tables import DeltaTable
+
+    from cdc_lakehouse.storage import DeltaSparkStore
+
+    store = DeltaSparkStore(spark, tmp_path)
+    assert (store.version("s.t"), store.exists("s.t"), store.committed_version("s.t", "flow")) == (None, False, None)
+    for batch in range(3):
+        store.append("s.t", spark.createDataFrame([(batch, "a")], "k long, v string"), Commit("flow", batch))
+    DeltaTable.forPath(spark, str(store.path("s.t"))).delete("k = 0")  # a writer other than the store
+
+    newest = DeltaTable.forPath(spark, str(store.path("s.t"))).history(1).collect()[0]["version"]
+    assert (store.version("s.t"), store.exists("s.t"), store.committed_version("s.t", "flow")) == (newest, True, 2)
+    assert store.read("s.t").count() == 2

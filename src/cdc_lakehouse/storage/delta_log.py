@@ -1,5 +1,5 @@
-"""Reads of a Delta table's log files by the driver: what a commit did, which app
-transactions a version holds and how large the table is, without a Spark job.
+"""Reads of a Delta table's log files by the driver: its newest version, what a commit did,
+which app transactions a version holds and how large the table is, without a Spark job.
 
 Delta writes, after each of its commits, a checksum file (``<version>.crc``) that lists the
 table's app transactions (``setTransactions``) among its totals. Asking a ``Snapshot`` for them
@@ -12,7 +12,24 @@ caller asks Delta.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+def latest_version(log: Path) -> int | None:
+    """The table's newest version: its newest commit file (Delta never removes the newest one;
+    a writer creates it whole, as Delta's own listing finds it), or None without any. A listing
+    of one folder, where asking Delta for a fresh snapshot costs the same listing and a dozen
+    py4j round trips."""
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return None
+    versions = [int(m.group(1)) for m in map(_COMMIT.match, names) if m]
+    return max(versions) if versions else None
 
 
 def commit_actions(log: Path, version: int) -> list[dict]:

@@ -14,6 +14,8 @@ refused the commit or the race ended before this writer's transaction began.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import shutil
 import urllib.parse
@@ -29,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
-from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions
+from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
 )
@@ -67,6 +69,7 @@ class DeltaSparkStore:
         # Called as hook("before"|"after", table) around every data commit: the seam where
         # reliability tests stop a run, as a crash would, at every commit point.
         self.commit_hook = commit_hook
+        self._update_defaults: tuple | None = None
 
     def path(self, name: str) -> Path:
         return lake_table_path(self.lake, name)
@@ -75,17 +78,25 @@ class DeltaSparkStore:
         return str(self.path(name))
 
     # -- the Delta log ----------------------------------------------------------------------
-    def _log(self, name: str):
+    # Each step of a JVM name (``jvm.org.apache...``) and each default argument is a py4j round
+    # trip: looked up once per store, not at each of the thousands of log reads of an update.
+    @functools.cached_property
+    def _delta_log_class(self):
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
-        return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self._uri(name))
+        return jvm.org.apache.spark.sql.delta.DeltaLog
+
+    def _log(self, name: str):
+        return self._delta_log_class.forTable(self.spark._jsparkSession, self._uri(name))
 
     def _snapshot(self, name: str):
         """The latest snapshot, or None when there is no table."""
         if not (self.path(name) / "_delta_log").is_dir():
             return None
         log = self._log(name)
-        snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+        if self._update_defaults is None:  # Scala's None values: the same for every table
+            self._update_defaults = (getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+        snapshot = log.update(False, *self._update_defaults)
         return None if snapshot.version() < 0 else snapshot
 
     def _existing(self, name: str):
@@ -99,14 +110,13 @@ class DeltaSparkStore:
 
     # -- reads ------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
-        return self._snapshot(name) is not None
+        return self.version(name) is not None
 
     def versioned(self) -> bool:
         return True
 
     def version(self, name: str) -> int | None:
-        snapshot = self._snapshot(name)
-        return None if snapshot is None else int(snapshot.version())
+        return latest_version(self.path(name) / "_delta_log")
 
     def table_id(self, name: str) -> str | None:
         """Delta's id of the table: kept by every later write, new when it is created again."""
@@ -114,23 +124,24 @@ class DeltaSparkStore:
         return None if snapshot is None else str(snapshot.metadata().id())
 
     def committed_version(self, name: str, app_id: str) -> int | None:
-        snapshot = self._snapshot(name)
-        if snapshot is None:
+        latest = self.version(name)
+        if latest is None:
             return None
         # Delta's checksum file of the version lists its app transactions: read there, no
         # Spark job (asking the snapshot rebuilds its state from the log: 3 jobs a version).
-        known = checksum_transactions(self.path(name) / "_delta_log", int(snapshot.version()))
+        known = checksum_transactions(self.path(name) / "_delta_log", latest)
         if known is not None:
             return known.get(app_id)
-        version = snapshot.transactions().get(app_id)
+        version = self._existing(name).transactions().get(app_id)
         return int(version.get()) if version.isDefined() else None
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table as of ``version``, by default the version it has now. Pinned: an unpinned
         Delta read finds the latest version again each time it runs, so a frame read before a
         write would see that write (the delta-rs store reads a snapshot's files)."""
-        snapshot = self._existing(name)
-        at = int(snapshot.version()) if version is None else version
+        at = self.version(name) if version is None else version
+        if at is None:
+            raise LookupError(f"table {name} does not exist in {self.lake}")
         return self.spark.read.format("delta").option("versionAsOf", at).load(self._uri(name))
 
     def column_max(self, name: str, column: str):
