@@ -50,10 +50,10 @@ def paths(tmp_path) -> Paths:
     return Paths(landing, tmp_path / "lake", tmp_path / "calls")
 
 
-def _run(spark, paths: Paths, store=None, sources=(PIPELINE,), **conf):
+def _run(spark, paths: Paths, store=None, sources=(PIPELINE,), refresh=(), **conf):
     configuration = {"test.landing": str(paths.landing), "test.calls": str(paths.calls), "test.threshold": "5",
                      **conf}
-    return run_pipeline(spark, list(sources), paths.lake, configuration, store=store)
+    return run_pipeline(spark, list(sources), paths.lake, configuration, store=store, refresh=refresh)
 
 
 def _table(spark, paths: Paths, name: str):
@@ -106,6 +106,27 @@ def test_an_update_with_work_recomputes_the_view_that_reads_the_clock(spark, pat
     assert busy.event("gold.totals").status == "SKIPPED"
     assert busy.event("gold.sensors_seen").status == "COMPLETED"  # as Databricks: at every update with work
     assert _version(spark, paths, "gold.sensors_seen") == seen + 1
+
+
+def test_an_update_after_one_of_selected_tables_refreshes_the_views_it_left(spark, paths):
+    """A selection leaves the other views as they were, with the event log moved on: the next
+    update is not quiet, and brings them up to date; the one after it is quiet again."""
+    _run(spark, paths)
+    _run(spark, paths, refresh=["bronze.alerts"])
+
+    after = _run(spark, paths)
+
+    assert after.event("gold.sensors_seen").status == "COMPLETED"
+    assert _run(spark, paths).event("gold.sensors_seen").status == "SKIPPED"
+
+
+def test_a_deleted_table_whose_flow_found_nothing_yet_is_made_again(spark, paths):
+    _run(spark, paths)
+    LakeStore(spark, paths.lake).drop("bronze.backfill")  # its once flow's source is still empty
+
+    _run(spark, paths)
+
+    assert _table(spark, paths, "bronze.backfill").count() == 0
 
 
 def test_new_input_is_read_and_recomputes_the_views(spark, paths):

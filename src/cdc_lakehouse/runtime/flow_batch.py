@@ -99,6 +99,8 @@ class FlowBatch:
         sources = self._sources_under_this_definition()
         if self.replay or not sources:
             return False
+        if not self.store.exists(self.flow.target):  # deleted, or never made (an untyped AUTO CDC target)
+            return False
         return all(self._source_quiet(source, offset) for source, offset in sources.items())
 
     def _sources_under_this_definition(self) -> dict:

@@ -13,24 +13,49 @@ work, as Databricks does; in an update that has none it is kept, with the time i
 (``measured_at`` in gold's health views; the dashboard computes live ages when it reads them).
 Select such a view (``cdc-lakehouse run --refresh-table``) to recompute it in a quiet update.
 
-The event log is not compared: only updates write it, an update that writes it has work, and a
-view that reads it (gold.replication_health) is refreshed in that update after its events are
-written. What lands in it after that are the refreshed views' own events, which they do not read.
+The event log is compared with the version the last update left it at, when that update ran
+every table to the end (no flow failed, no table selection): its views that read the log
+(gold.replication_health) were refreshed after its events were written, and what landed after
+that are their own events, which they do not read. An update that ended otherwise leaves no such
+record, so the next one runs and brings those views up to date.
+
+A check that fails (a landing file gone between its listing and its stat, a table that cannot
+be read) counts as work: the update runs, and the error fails that flow alone, as it would.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, kept_in_a_quiet_update
+from cdc_lakehouse.settings import EVENT_LOG_TABLE
 
 NO_NEW_INPUT = "no new input"
+LAST_UPDATE = "last_update.json"  # in the checkpoints folder: the event log as a whole update left it
+
+
+def record_whole_update(runner) -> None:
+    """After an update that ran every table to the end and wrote its events."""
+    path = Path(runner.checkpoints) / LAST_UPDATE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{LAST_UPDATE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"event_log_version": runner.store.version(EVENT_LOG_TABLE)}))
+    os.replace(tmp, path)
+
+
+def forget_whole_update(runner) -> None:
+    """Before an update writes anything: until it ends whole, the next update may not be quiet."""
+    (Path(runner.checkpoints) / LAST_UPDATE).unlink(missing_ok=True)
 
 
 def quiet_update_events(runner) -> list[FlowEvent] | None:
     """One SKIPPED event per flow when no flow of the update has work; else None."""
-    if runner.full_refresh or runner.refresh:
+    if runner.full_refresh or runner.refresh or not _event_log_as_left(runner):
         return None
     events = []
     for name in sorted(n for n, d in runner.graph.datasets.items() if d.persisted):
@@ -45,8 +70,22 @@ def quiet_update_events(runner) -> list[FlowEvent] | None:
     return events
 
 
+def _event_log_as_left(runner) -> bool:
+    path = Path(runner.checkpoints) / LAST_UPDATE
+    if not path.exists():
+        return False
+    return json.loads(path.read_text()).get("event_log_version") == runner.store.version(EVENT_LOG_TABLE)
+
+
 def _why_quiet(runner, flow) -> str | None:
     """Why ``flow`` has nothing to do, judged as if every flow upstream of it had none either."""
+    try:
+        return _checked_quiet(runner, flow)
+    except Exception:  # noqa: BLE001 - the update runs, and the flow meets the error there
+        return None
+
+
+def _checked_quiet(runner, flow) -> str | None:
     batch = FlowBatch(runner, flow, FlowCheckpoint(runner.checkpoints, flow.name))
     try:
         batch.open()

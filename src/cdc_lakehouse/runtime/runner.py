@@ -33,7 +33,7 @@ from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.flow_state import DeltaFlowState, state_table_name as flow_state_table
 from cdc_lakehouse.runtime.graph import Dataset, Flow, PipelineDefinitionError, PipelineGraph
 from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefresh, partition_columns
-from cdc_lakehouse.runtime.quiet_update import quiet_update_events
+from cdc_lakehouse.runtime.quiet_update import forget_whole_update, quiet_update_events, record_whole_update
 from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
@@ -113,6 +113,7 @@ class PipelineRunner:
         if quiet is not None:  # nothing to do: nothing planned, written or logged
             self.result.events = quiet
             return self.result
+        forget_whole_update(self)
         try:
             tables = self._updated_tables()
             reporters = [n for n in tables if self._reports_failures(n)]
@@ -124,6 +125,8 @@ class PipelineRunner:
                 self.ensure(name)
         finally:
             self._write_events()
+        if not self._errors and len(tables) == len(self.graph.datasets) - self._views():
+            record_whole_update(self)
         if self._errors:
             error = self._errors[0]
             error.update = self.result  # type: ignore[attr-defined]  # read by failed_update
@@ -138,6 +141,9 @@ class PipelineRunner:
             return quiet_update_events(self)
         finally:
             self._probing = False
+
+    def _views(self) -> int:
+        return sum(1 for d in self.graph.datasets.values() if not d.persisted)
 
     def _reports_failures(self, name: str) -> bool:
         return self.graph.datasets[name].table_properties.get(REPORTS_FAILURES) == "true"
