@@ -54,16 +54,16 @@ class FlowCheckpoint:
         written where there is none: Spark's offset log does the same, so that of two updates
         racing on one lake (past its lock) only one plans a batch, and the other stops."""
         try:
-            _write_json(self.offsets_dir / f"{batch}.json", offsets, exclusive=new)
+            write_json(self.offsets_dir / f"{batch}.json", offsets, exclusive=new)
         except FileExistsError:
             raise ConcurrentPlan(self.dir.name, batch) from None
 
     def refresh(self) -> dict:
         """What the last completed refresh of a materialized view recorded (unchanged_views.py)."""
-        return _read_json(self.dir / REFRESH)
+        return read_json(self.dir / REFRESH)
 
     def write_refresh(self, record: dict) -> None:
-        _write_json(self.dir / REFRESH, record)
+        write_json(self.dir / REFRESH, record)
 
     def keeps_state(self) -> bool:
         return (self.dir / KEEPS_STATE).exists()
@@ -77,11 +77,11 @@ class FlowCheckpoint:
         """The definition a later update ran the flow under, finding nothing new after batch
         ``after_batch``: its next update may skip the flow as if that batch had been planned
         under it."""
-        return _read_json(self.dir / CONFIRMED)
+        return read_json(self.dir / CONFIRMED)
 
     def write_confirmed(self, after_batch: int | None, definition: str, sources: dict) -> None:
         record = {"after_batch": after_batch, "definition": definition, "sources": sources}
-        _write_json(self.dir / CONFIRMED, record)
+        write_json(self.dir / CONFIRMED, record)
 
     def files_seen(self, before_batch: int) -> dict[str, dict[str, list | None]]:
         """Every file each file source has planned in batches before ``before_batch``, with its
@@ -89,7 +89,7 @@ class FlowCheckpoint:
         list plus the plans after it, so the cost follows the batches since the last
         compaction, not the flow's age (as Spark's file source log). Compacted again every
         ``COMPACT_EVERY`` batches."""
-        compact = _read_json(self.dir / SEEN)
+        compact = read_json(self.dir / SEEN)
         through = compact.get("through_batch", -1)
         if through >= before_batch:  # never asked by a running flow: it plans after the last batch
             compact, through = {}, -1
@@ -102,7 +102,7 @@ class FlowCheckpoint:
                     seen.setdefault(source, {}).update({f: known.get(f) for f in offset["files"]})
         if len(later) >= COMPACT_EVERY:
             compacted = {source: dict(sorted(files.items())) for source, files in seen.items()}
-            _write_json(self.dir / SEEN, {"through_batch": before_batch - 1, "sources": compacted})
+            write_json(self.dir / SEEN, {"through_batch": before_batch - 1, "sources": compacted})
         return seen
 
     def reset(self) -> None:
@@ -114,11 +114,11 @@ def _identities(files: list | dict) -> dict:
     return dict(files) if isinstance(files, dict) else dict.fromkeys(files)
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _write_json(path: Path, data: dict, exclusive: bool = False) -> None:
+def write_json(path: Path, data: dict, exclusive: bool = False) -> None:
     """Written whole or not at all; ``exclusive``: only where no file is (else FileExistsError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"  # one per writer

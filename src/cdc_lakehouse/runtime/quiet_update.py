@@ -25,11 +25,9 @@ be read) counts as work: the update runs, and the error fails that flow alone, a
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
-from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
+from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint, read_json, write_json
 from cdc_lakehouse.runtime.event_log import FlowEvent
 from cdc_lakehouse.runtime.flow_batch import FlowBatch, NoNewInput
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, kept_in_a_quiet_update
@@ -41,11 +39,7 @@ LAST_UPDATE = "last_update.json"  # in the checkpoints folder: the event log as 
 
 def record_whole_update(runner) -> None:
     """After an update that ran every table to the end and wrote its events."""
-    path = Path(runner.checkpoints) / LAST_UPDATE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{LAST_UPDATE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"event_log_version": runner.store.version(EVENT_LOG_TABLE)}))
-    os.replace(tmp, path)
+    write_json(Path(runner.checkpoints) / LAST_UPDATE, {"event_log_version": runner.store.version(EVENT_LOG_TABLE)})
 
 
 def forget_whole_update(runner) -> None:
@@ -71,10 +65,8 @@ def quiet_update_events(runner) -> list[FlowEvent] | None:
 
 
 def _event_log_as_left(runner) -> bool:
-    path = Path(runner.checkpoints) / LAST_UPDATE
-    if not path.exists():
-        return False
-    return json.loads(path.read_text()).get("event_log_version") == runner.store.version(EVENT_LOG_TABLE)
+    recorded = read_json(Path(runner.checkpoints) / LAST_UPDATE).get("event_log_version")
+    return recorded is not None and recorded == runner.store.version(EVENT_LOG_TABLE)
 
 
 def _why_quiet(runner, flow) -> str | None:
