@@ -125,7 +125,7 @@ class PipelineRunner:
                 self.ensure(name)
         finally:
             self._write_events()
-        if not self._errors and len(tables) == len(self.graph.datasets) - self._views():
+        if not self._errors and not self._selects_tables():
             record_whole_update(self)
         if self._errors:
             error = self._errors[0]
@@ -142,8 +142,9 @@ class PipelineRunner:
         finally:
             self._probing = False
 
-    def _views(self) -> int:
-        return sum(1 for d in self.graph.datasets.values() if not d.persisted)
+    def _selects_tables(self) -> bool:
+        """Whether the update runs only some tables (``refresh`` or a ``full_refresh`` list)."""
+        return bool(self.refresh) or (isinstance(self.full_refresh, tuple) and bool(self.full_refresh))
 
     def _reports_failures(self, name: str) -> bool:
         return self.graph.datasets[name].table_properties.get(REPORTS_FAILURES) == "true"

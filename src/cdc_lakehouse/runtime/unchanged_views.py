@@ -48,6 +48,7 @@ _LAMBDA_NAME = re.compile(r'("class":"[\w.]*NamedLambdaVariable","num-children":
 
 
 UNCHANGED = "inputs and definition unchanged since the last refresh"
+_TABLE_ID = "table-id:"  # an input named by its Delta table id (_input_files): one of the read tables
 
 
 @dataclass
@@ -126,7 +127,7 @@ def _input_files(batch, query: DataFrame, plan, inputs: dict[str, int]) -> list[
     roots = _delta_roots(plan)
     folders = {str(batch.store.path(name).resolve()): name for name in inputs}
     if roots is not None and all(local_path(root) in folders for root in roots):
-        return sorted(f"{name}@{batch.store.table_id(name)}" for name in (folders[local_path(r)] for r in roots))
+        return sorted(f"{_TABLE_ID}{name}@{batch.store.table_id(name)}" for name in (folders[local_path(r)] for r in roots))
     return sorted(query.inputFiles())
 
 
@@ -157,8 +158,7 @@ def _only_tables(batch, inputs: dict[str, int], files: list[str]) -> bool:
     if any(not name.startswith("read:") for name, _ in batch.reads):
         return False
     folders = [f"{batch.store.path(name).resolve()}/" for name in inputs]
-    ids = {f"{name}@{batch.store.table_id(name)}" for name in inputs}
-    return all(f in ids or any(local_path(f).startswith(folder) for folder in folders) for f in files)
+    return all(f.startswith(_TABLE_ID) or any(local_path(f).startswith(folder) for folder in folders) for f in files)
 
 
 def _normalized(plan_json: str) -> str:

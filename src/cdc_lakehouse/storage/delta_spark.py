@@ -102,8 +102,11 @@ class DeltaSparkStore:
     def _existing(self, name: str):
         snapshot = self._snapshot(name)
         if snapshot is None:
-            raise LookupError(f"table {name} does not exist in {self.lake}")
+            raise self._missing(name)
         return snapshot
+
+    def _missing(self, name: str) -> LookupError:
+        return LookupError(f"table {name} does not exist in {self.lake}")
 
     def _commit_file(self, name: str, version: int) -> list[dict]:
         return commit_actions(self.path(name) / "_delta_log", version)
@@ -141,7 +144,7 @@ class DeltaSparkStore:
         write would see that write (the delta-rs store reads a snapshot's files)."""
         at = self.version(name) if version is None else version
         if at is None:
-            raise LookupError(f"table {name} does not exist in {self.lake}")
+            raise self._missing(name)
         return self.spark.read.format("delta").option("versionAsOf", at).load(self._uri(name))
 
     def column_max(self, name: str, column: str):
