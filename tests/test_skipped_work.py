@@ -143,6 +143,24 @@ def test_new_input_is_read_and_recomputes_the_views(spark, paths):
                          spark.createDataFrame([("b", 10.0), ("b", 6.0)], "sensor string, value double"))
 
 
+def test_a_view_that_stays_empty_gets_no_commit_and_then_its_first_rows(spark, paths):
+    """Work follows what landed: a view recomputed as no rows again leaves its table alone (its
+    batch is recorded in the checkpoint instead), and takes the rows that make it non-empty."""
+    _run(spark, paths, **{"test.threshold": "50"})
+    empty = _version(spark, paths, "gold.above_threshold")
+    write_jsonl(paths.landing / "readings/2.jsonl", [{"sensor": "b", "value": 6.0}])
+
+    later = _run(spark, paths, **{"test.threshold": "50"})
+
+    assert later.event("gold.above_threshold").status == "COMPLETED"
+    assert _version(spark, paths, "gold.above_threshold") == empty
+    assert later.event("gold.totals").status == "COMPLETED"
+    write_jsonl(paths.landing / "readings/3.jsonl", [{"sensor": "c", "value": 60.0}])
+    _run(spark, paths, **{"test.threshold": "50"})
+    assertDataFrameEqual(_table(spark, paths, "gold.above_threshold"),
+                         spark.createDataFrame([("c", 60.0)], "sensor string, value double"))
+
+
 def test_a_changed_configuration_recomputes_the_views(spark, paths):
     _run(spark, paths)
 

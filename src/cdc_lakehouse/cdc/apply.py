@@ -193,6 +193,8 @@ def latest_per_key(events: DataFrame, keys: list[str]) -> DataFrame:
 def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, table_opts: dict) -> int:
     prepared, data, facts = prepare_changes(fit_to_target(store, target, changes, table_opts), spec)
     state_name = state_table_name(target)
+    if not facts.rows and not facts.truncates and store.exists(target) and store.exists(state_name):
+        return 0  # nothing to apply: neither table gets a commit (the checkpoint records the batch)
     state = store.read(state_name) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys, facts)
     # Only a batch with a truncate reads the whole state (every key it may delete).

@@ -3,7 +3,8 @@
 ``<lake>/_checkpoints/<flow>/offsets/<batch>.json`` holds each planned batch's input: for file
 sources ``{"files:<folder>": {"files": [...]}}``, for table sources ``{"table:<name>": {...}}``.
 A batch's output commit carries the Delta app transaction ``cdc-lakehouse/<flow>`` = batch id,
-so a planned batch is committed once some table records that version or a later one.
+so a planned batch is committed once some table records that version or a later one, or the
+checkpoint records it as committed (a batch that had nothing to write commits no table).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 
 if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
     from cdc_lakehouse.storage import TableStore
@@ -45,18 +48,19 @@ def load_progress(lake: Path, store: TableStore) -> list[FlowProgress]:
     flows = []
     for folder in sorted(p for p in root.iterdir() if (p / "offsets").is_dir()):
         batches = {int(f.stem): json.loads(f.read_text()) for f in (folder / "offsets").glob("*.json")}
-        flows.append(FlowProgress(folder.name, batches))
+        flows.append(FlowProgress(folder.name, batches, FlowCheckpoint(root, folder.name).committed_batch()))
     _committed_batches(store, flows)
     return flows
 
 
 def _committed_batches(store: TableStore, flows: list[FlowProgress]) -> None:
     """The committed batch of each flow: the highest app-transaction version any table has for it
-    (its target; for AUTO CDC also its state table, which commits last)."""
+    (its target; for AUTO CDC also its state table, which commits last), or the one its
+    checkpoint records."""
     tables = [info.name for info in store.list_tables()]
     for progress in flows:
         versions = [store.committed_version(t, APP_PREFIX + progress.flow) for t in tables]
-        progress.committed = max((v for v in versions if v is not None), default=-1)
+        progress.committed = max([progress.committed, *(v for v in versions if v is not None)])
 
 
 def streamed_tables(flows: list[FlowProgress]) -> dict[str, list[str]]:

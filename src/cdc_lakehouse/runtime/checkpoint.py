@@ -3,6 +3,12 @@
 Batch N's input (source offsets) is written here *before* the batch runs; the batch's output
 commit carries ``(flow, N)`` as a Delta app transaction. On restart a planned batch whose
 output commit is missing is re-run with exactly the same input, so nothing is lost or doubled.
+
+Once every sink of batch N holds its output, N is recorded as committed (``COMMITTED``, as
+Spark's commit log). A sink the batch had nothing to write to is then left as it was, without a
+commit of its own: its last app transaction may be older than N. A run stopped before the record
+re-runs N, which finds its writes done (app transactions) or, where it wrote nothing, nothing
+to write again: the same input gives the same empty output.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 
 REFRESH = "refresh.json"
 KEEPS_STATE = "keeps_state"  # the flow keeps state between batches (runtime/flow_state.py)
+COMMITTED = "committed.json"  # the last batch whose output every sink holds
 CONFIRMED = "confirmed.json"  # a definition under which the last plan's sources had nothing new
 SEEN = "files_seen.json"  # the files planned by a flow's batches up to one, per file source
 COMPACT_EVERY = 10
@@ -57,6 +64,13 @@ class FlowCheckpoint:
             write_json(self.offsets_dir / f"{batch}.json", offsets, exclusive=new)
         except FileExistsError:
             raise ConcurrentPlan(self.dir.name, batch) from None
+
+    def committed_batch(self) -> int:
+        """The last batch recorded as committed by ``write_committed``; -1 when none is."""
+        return int(read_json(self.dir / COMMITTED).get("batch", -1))
+
+    def write_committed(self, batch: int) -> None:
+        write_json(self.dir / COMMITTED, {"batch": batch})
 
     def refresh(self) -> dict:
         """What the last completed refresh of a materialized view recorded (unchanged_views.py)."""

@@ -81,11 +81,17 @@ class FlowBatch:
         return version is not None and version >= self.id
 
     def _committed(self) -> int:
+        """The last batch every sink holds: the recorded one (checkpoint.py), or the last that
+        each sink's app transaction names (lakes before the record; a stop just before it)."""
         versions = [
             self.store.committed_version(t, self.app_id) if self.store.exists(t) else None
             for t in self.runner.sink_tables(self.flow)
         ]
-        return min(-1 if v is None else v for v in versions)
+        return max(self.checkpoint.committed_batch(), min(-1 if v is None else v for v in versions))
+
+    def record_committed(self) -> None:
+        """Every sink holds this batch's output, or had nothing to take from it."""
+        self.checkpoint.write_committed(self.id)
 
     def commit_plan(self) -> None:
         # A view's refresh overwrites it from its input as of now, so a re-run plans afresh.

@@ -272,6 +272,7 @@ class PipelineRunner:
         else:
             event.rows_written = write_query(self, target, kept, batch)
         batch.state.commit()
+        batch.record_committed()
         event.expectations = counts()
         if key is not None:
             key.record()
@@ -307,6 +308,7 @@ class PipelineRunner:
             # A flow that keeps state has it among its sinks: without it, the empty batch would
             # count as never committed, and replay its empty plan at every later update.
             batch.state.commit()
+            batch.record_committed()
 
     # -- reads from the executing flow ------------------------------------------------------
     def read_dataset(self, name: str, wanted_by: str, batch: FlowBatch | None = None) -> DataFrame:

@@ -8,6 +8,7 @@ from pyspark.sql.types import StructType
 
 from cdc_lakehouse.cdc import apply as cdc_apply
 from cdc_lakehouse.cdc import snapshot as cdc_snapshot
+from cdc_lakehouse.storage.base import where_predicate
 
 
 def table_options(target) -> dict:
@@ -22,9 +23,26 @@ def write_query(runner, target, df: DataFrame, batch) -> int:
     if batch.streaming and target.kind != "materialized_view":
         return runner.store.append(target.name, df, batch.commit(), **table_options(target))
     replacing = batch.view_refresh.replacing if batch.view_refresh is not None else None
+    if _stays_empty(runner.store, target.name, df, replacing):
+        return 0
     if replacing is not None:  # a view refreshed by partition: only its touched partitions' rows
         return runner.store.replace_where(target.name, df, replacing, batch.commit())
     return runner.store.overwrite(target.name, df, batch.commit(), **table_options(target))
+
+
+def _stays_empty(store, name: str, df: DataFrame, replacing: dict[str, list] | None) -> bool:
+    """Whether a view (or the partitions of it ``replacing`` names) that has no rows would be
+    recomputed as no rows with the same columns: then the table is left as it is, without a
+    commit (the batch is recorded in its checkpoint). Asked only where the table has no rows to
+    replace, so a view with rows is never computed twice."""
+    if not store.exists(name):
+        return False
+    table = store.read(name)
+    if table.schema.simpleString() != df.schema.simpleString():
+        return False
+    if replacing is None:
+        return store.row_count(name) == 0 and df.isEmpty()
+    return table.filter(where_predicate(replacing)).isEmpty() and df.isEmpty()
 
 
 def write_cdc(runner, flow, target, df: DataFrame, batch) -> int:
