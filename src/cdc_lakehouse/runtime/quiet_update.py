@@ -42,14 +42,17 @@ def record_whole_update(runner) -> None:
     write_json(Path(runner.checkpoints) / LAST_UPDATE, {"event_log_version": runner.store.version(EVENT_LOG_TABLE)})
 
 
-def forget_whole_update(runner) -> None:
-    """Before an update writes anything: until it ends whole, the next update may not be quiet."""
+def forget_whole_update(runner) -> bool:
+    """Before an update writes anything: until it ends whole, the next update may not be quiet.
+    Whether the last update ended whole, with no failure, and nothing was logged since."""
+    whole = event_log_as_left(runner)
     (Path(runner.checkpoints) / LAST_UPDATE).unlink(missing_ok=True)
+    return whole
 
 
 def quiet_update_events(runner) -> list[FlowEvent] | None:
     """One SKIPPED event per flow when no flow of the update has work; else None."""
-    if runner.full_refresh or runner.refresh or not _event_log_as_left(runner):
+    if runner.full_refresh or runner.refresh or not event_log_as_left(runner):
         return None
     events = []
     for name in sorted(n for n, d in runner.graph.datasets.items() if d.persisted):
@@ -64,7 +67,8 @@ def quiet_update_events(runner) -> list[FlowEvent] | None:
     return events
 
 
-def _event_log_as_left(runner) -> bool:
+def event_log_as_left(runner) -> bool:
+    """Whether the event log is as the last whole update, ended with no failure, left it."""
     recorded = read_json(Path(runner.checkpoints) / LAST_UPDATE).get("event_log_version")
     return recorded is not None and recorded == runner.store.version(EVENT_LOG_TABLE)
 

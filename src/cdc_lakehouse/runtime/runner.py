@@ -113,14 +113,17 @@ class PipelineRunner:
         if quiet is not None:  # nothing to do: nothing planned, written or logged
             self.result.events = quiet
             return self.result
-        forget_whole_update(self)
+        last_was_whole = forget_whole_update(self)
         try:
             tables = self._updated_tables()
             reporters = [n for n in tables if self._reports_failures(n)]
             for name in tables:
                 if name not in reporters:
                     self.ensure(name)
-            self._write_events()  # the reporters read this update's failures from the event log
+            # The reporters read each flow's latest failure from the event log: this update's
+            # events first, unless neither it nor the last update (whole) had one to show.
+            if self._errors or not last_was_whole:
+                self._write_events()
             for name in reporters:
                 self.ensure(name)
         finally:
