@@ -218,6 +218,8 @@ class DeltaSparkStore:
               properties=None, comment=None, replace_where: str | None = None) -> int:
         if self._holds(name, commit):
             return 0
+        if replace_where is None and not self.exists(name) and _creatable_in_one_commit(df):
+            return self._create(name, df, commit, partition_by, properties, comment)
         writer = df.write.format("delta").mode(mode)
         if replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
@@ -240,6 +242,24 @@ class DeltaSparkStore:
         rows = self._rows_committed(name, token)
         self._set_properties(name, properties, comment)
         return rows
+
+    def _create(self, name: str, df: DataFrame, commit: Commit | None, partition_by, properties: dict | None,
+                comment: str | None) -> int:
+        """A new table from ``df`` in one commit with its properties and comment (CREATE TABLE AS
+        SELECT; written first and altered after, a table's first version took two commits)."""
+        writer = df.writeTo(f"delta.`{self._uri(name).replace('`', '``')}`").using("delta")
+        for key, value in _wanted_properties(properties, comment).items():
+            writer = writer.tableProperty(key, value)
+        if partition_by:
+            writer = writer.partitionedBy(*[F.col(c) for c in partition_by])
+        with self._committing(name, commit) as token, self._dml_settings(commit, token, {}):
+            try:
+                writer.create()
+            except (Py4JJavaError, PySparkException) as exc:
+                if commit is not None and self.exists(name):  # another writer made it meanwhile
+                    raise ConcurrentCommit(name, commit) from exc
+                raise
+        return self._rows_committed(name, token)
 
     def _create_mapped(self, name: str, schema: T.StructType, partition_by, settings: dict[str, str]) -> None:
         """An empty table with column mapping, made before its first write: Delta refuses a write
@@ -364,9 +384,7 @@ class DeltaSparkStore:
         """Pipeline properties (``quality``, ``pipelines.*``) and Delta's own, set once, when
         they differ: an ALTER TABLE commits a new version. Delta keeps a ``comment`` property as
         the table's description, not among its properties."""
-        wanted = {k: str(v) for k, v in (properties or {}).items()}
-        if comment:
-            wanted["comment"] = comment
+        wanted = _wanted_properties(properties, comment)
         if not wanted:
             return
         snapshot = self._existing(name)
@@ -415,6 +433,21 @@ class DeltaSparkStore:
         self._existing(name)
         rows = DeltaTable.forPath(self.spark, self._uri(name)).history(limit).collect()
         return [row.asDict(recursive=True) for row in rows]
+
+
+def _creatable_in_one_commit(df: DataFrame) -> bool:
+    """Whether CREATE TABLE AS SELECT can make a table from ``df``: not with column mapping (see
+    ``_create_mapped``), nor from a plan that counts rows for an ``Observation`` (expectations):
+    Spark takes those counts from a write it runs itself, not from the inner write of a CTAS."""
+    return not _needs_column_mapping(df.schema) and "CollectMetrics" not in df._jdf.queryExecution().logical().toString()
+
+
+def _wanted_properties(properties: dict | None, comment: str | None) -> dict[str, str]:
+    """A table's properties as Delta keeps them; its ``comment`` is the table's description."""
+    wanted = {k: str(v) for k, v in (properties or {}).items()}
+    if comment:
+        wanted["comment"] = comment
+    return wanted
 
 
 def _concurrent(exc: Exception) -> bool:
