@@ -42,9 +42,10 @@ def test_the_result_has_every_figure(bench_run):
         replica = next(f for f in flows if f["flow"] == "gold_bench_orders")
         assert replica["jobs"] > 0 and replica["commits"] >= 1, replica
         # No table that no change reached gets a commit: gold holds no change back, so the
-        # gold flows' (empty) held state is left as it was.
+        # gold flows' (empty) held state is left as it was, and no line is quarantined.
         written = set(size["small_profile"]["storage"])
         assert not {t for t in written if t.startswith("gold.__flow_state_")}, written
+        assert f"bronze.{BINLOG_SOURCE}_binlog_events_quarantine" not in written  # no line quarantined
         assert size["small_rounds"][0]["landed"]["row_changes"] >= CHANGES
         assert size["small_profile"]["flows"], "the small update's flows"
         assert size["floor_rounds"][0]["rows_merged"] > 0, "the floor merges the landed changes"

@@ -6,6 +6,7 @@ killed process left behind are removed by the next staging."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,8 @@ def _varied(spark):
 
 
 def _stages_left() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*")}
+    """This process's staging folders: another process on the machine stages and cleans its own."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}{os.getpid()}-*")}
 
 
 def test_staged_and_collected_batches_are_the_same_arrow(spark):

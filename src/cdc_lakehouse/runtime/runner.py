@@ -36,7 +36,7 @@ from cdc_lakehouse.runtime.partition_refresh import FullRefreshNeeded, ViewRefre
 from cdc_lakehouse.runtime.quiet_update import forget_whole_update, quiet_update_events, record_whole_update
 from cdc_lakehouse.runtime.shared_views import SharedViews
 from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
-from cdc_lakehouse.runtime.sinks import table_options, write_cdc, write_query, write_snapshot_cdc
+from cdc_lakehouse.runtime.sinks import reads_only_cached, table_options, write_cdc, write_query, write_snapshot_cdc
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, RefreshKey, quiet_before_planning, refresh_key
 from cdc_lakehouse.settings import REPORTS_FAILURES, SKIPPED_BY_FAILURE as UPSTREAM_FAILED
 from cdc_lakehouse.storage import ConcurrentCommit
@@ -266,14 +266,15 @@ class PipelineRunner:
         key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
         expectations = target.expectations + declarations.expectations_of(flow.func)
-        kept, counts = apply_expectations(source, target.name, expectations)
+        from_cache = flow.kind != "auto_cdc" and reads_only_cached(source)
+        kept, counts = apply_expectations(source, target.name, expectations, counted_now=from_cache)
         if batch.view_refresh is not None:
             kept = batch.view_refresh.view(kept)
             event.message = batch.view_refresh.describe()
         if flow.kind == "auto_cdc":
             event.rows_written = write_cdc(self, flow, target, kept, batch)
         else:
-            event.rows_written = write_query(self, target, kept, batch)
+            event.rows_written = write_query(self, target, kept, batch, source, from_cache)
         batch.state.commit()
         batch.record_committed()
         event.expectations = counts()
