@@ -8,6 +8,7 @@ from pyspark.sql.types import StructType
 
 from cdc_lakehouse.cdc import apply as cdc_apply
 from cdc_lakehouse.cdc import snapshot as cdc_snapshot
+import cdc_lakehouse.storage.spark_plans as spark_plans
 from cdc_lakehouse.storage.base import where_predicate
 
 
@@ -41,11 +42,8 @@ def reads_only_cached(df: DataFrame) -> bool:
     append is asked before writing, so an empty batch costs no commit. Any other batch is
     written as it is: asking first would compute it twice, and its expectations are counted by
     the write's own pass (a look at its first row would count only the rows before it)."""
-    leaves = df._jdf.queryExecution().withCachedData().collectLeaves().iterator()
-    while leaves.hasNext():
-        if leaves.next().getClass().getSimpleName() not in ("InMemoryRelation", "LocalRelation"):
-            return False
-    return True
+    plan = df._jdf.queryExecution().withCachedData()
+    return all(spark_plans.kind(leaf) in ("InMemoryRelation", "LocalRelation") for leaf in spark_plans.leaves(plan))
 
 
 def _stays_empty(store, name: str, df: DataFrame, replacing: dict[str, list] | None, source: DataFrame) -> bool:

@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame
 from cdc_lakehouse.paths import local_path
 from cdc_lakehouse.runtime.flow_batch import FlowBatch
 from cdc_lakehouse.settings import EVENT_LOG_TABLE
+import cdc_lakehouse.storage.spark_plans as spark_plans
 
 # Catalyst expressions whose value is the time of the query: deterministic to Spark, not here.
 _READS_CLOCK = re.compile(
@@ -135,10 +136,8 @@ def _delta_roots(plan) -> list[str] | None:
     """The folders of the Delta tables the analyzed plan reads; None when it reads other files.
     Leaves that are not file relations (rows built in Python, ranges) read no file."""
     roots: list[str] = []
-    leaves = plan.collectLeaves().iterator()
-    while leaves.hasNext():
-        leaf = leaves.next()
-        if leaf.getClass().getSimpleName() != "LogicalRelation" or not _has_location(leaf.relation()):
+    for leaf in spark_plans.leaves(plan):
+        if spark_plans.kind(leaf) != "LogicalRelation" or not _has_location(leaf.relation()):
             continue
         index = leaf.relation().location()
         if index.getClass().getSimpleName() != "TahoeLogFileIndex":

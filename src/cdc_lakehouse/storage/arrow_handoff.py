@@ -25,6 +25,8 @@ from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 
+import cdc_lakehouse.storage.spark_plans as spark_plans
+
 # Input bytes above which a batch is staged without trying to collect it first: far above any
 # test batch, well below what the driver heap holds.
 STAGE_INPUT_BYTES = 64 * 1024 * 1024
@@ -118,11 +120,9 @@ def _input_bytes(df: DataFrame) -> int:
     Taken from the analyzed plan: in the optimized one (``DataFrame.inputFiles``) a cached
     frame, such as a landing view kept for its second reader, hides its files, and a batch of
     a gigabyte was then collected until Spark refused it, and computed again to be staged."""
-    leaves = df._jdf.queryExecution().analyzed().collectLeaves()
     files = set()
-    for i in range(leaves.size()):
-        leaf = leaves.apply(i)
-        if leaf.getClass().getSimpleName() != "LogicalRelation":
+    for leaf in spark_plans.leaves(df._jdf.queryExecution().analyzed()):
+        if spark_plans.kind(leaf) != "LogicalRelation":
             continue
         relation = leaf.relation()
         if relation.getClass().getSimpleName() == "HadoopFsRelation":
