@@ -468,8 +468,6 @@ def fixture_lines(relative_glob: str) -> list[str]:
 def test_the_demo_fixtures_land_whole_and_exact(spark, demo_lake):
     from cdc_lakehouse.runtime.catalog import run_sql
 
-    store = DeltaRsStore(spark, demo_lake)
-
     landed = {
         "bronze.shop_snapshot_manifests": len(list((REPO / "fixtures/landing").glob("shop/snapshot/*/*/_manifest.json"))),
         "bronze.shop_binlog_events": len(fixture_lines("shop/binlog/*.jsonl")),
@@ -480,7 +478,7 @@ def test_the_demo_fixtures_land_whole_and_exact(spark, demo_lake):
         "bronze.shop_pg_snapshot_rows": 0,
         "bronze.shop_pg_snapshot_manifests": 0,
     }
-    summary = run_sql(spark, store, "SELECT bronze_table, rows, quarantined_rows, not_onboarded_rows "
+    summary = run_sql(spark, demo_lake, "SELECT bronze_table, rows, quarantined_rows, not_onboarded_rows "
                                     "FROM gold.landing_summary")
     assertDataFrameEqual(summary, spark.createDataFrame(
         [(table, rows, 0, 0) for table, rows in landed.items()],
@@ -490,7 +488,7 @@ def test_the_demo_fixtures_land_whole_and_exact(spark, demo_lake):
     exact = [(e["file"], e["pos"], e["text"].split('"rows":', 1)[1].rsplit(',"query":', 1)[0])
              for e in row_events if e["rows"] is not None]
     assertDataFrameEqual(
-        run_sql(spark, store, "SELECT file, pos, `rows` FROM bronze.shop_binlog_events WHERE `rows` IS NOT NULL"),
+        run_sql(spark, demo_lake, "SELECT file, pos, `rows` FROM bronze.shop_binlog_events WHERE `rows` IS NOT NULL"),
         spark.createDataFrame(exact, "file string, pos long, rows string"),
     )
 

@@ -39,6 +39,13 @@ def test_sql_json_answers_from_the_lake(demo_lake, capsys):
     ]
 
 
+def test_sql_keeps_a_string_that_names_a_table_as_written(demo_lake, capsys):
+    """Before, the CLI rewrote ``schema.table`` text everywhere in the query, literals included."""
+    rows = _json_out(capsys, ["sql", "--lake", str(demo_lake), "--json",
+                              "SELECT 'silver.shop_orders' AS t, count(*) AS n FROM silver.shop_orders"])
+    assert rows == [{"t": "silver.shop_orders", "n": 73}]
+
+
 def test_each_demo_step_is_a_command_the_user_can_run_again(demo_lake, tmp_path):
     """``make demo`` runs DEMO_STEPS in one process and prints each as a command line."""
     commands = set()

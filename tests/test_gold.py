@@ -244,7 +244,7 @@ def test_as_of_sql_pattern_over_the_audit_log(spark, history):
               GROUP BY key)
         WHERE last.operation <> 'DELETE'"""
     then = history.read("gold.shop_orders", history.after_first).select("order_id", "status")
-    assertDataFrameEqual(run_sql(spark, history.store, query), then)
+    assertDataFrameEqual(run_sql(spark, history.lake, query), then)
 
 
 # -- audit ----------------------------------------------------------------------------------
@@ -449,7 +449,7 @@ def test_builders_return_exactly_the_declared_columns_and_types(spark, history, 
 def test_every_dashboard_query_runs_on_the_lake(spark, history):
     board = lakeview.load()
     datasets = lakeview.dataset_queries(board)
-    queries = lakeview.LakeQueries(spark, history.store)
+    queries = lakeview.LakeQueries(spark, history.lake)
     filled = {name for name, sql in datasets.items() if queries.rows(sql)[1]}
     assert filled >= {"replication_health", "data_quality", "rows_per_layer", "activity", "changes_by_user_role",
                       "biggest_transactions", "recent_changes", "landing_summary"}

@@ -178,7 +178,7 @@ def cmd_sql(args) -> int:
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).disabled = True  # PySpark logs the error whole; we print it once
     try:
-        df = run_sql(spark, _store(spark, args.lake), args.query)
+        df = run_sql(spark, args.lake, args.query)
         rows = [r.asDict(recursive=True) for r in df.limit(args.limit + 1).collect()]
     except PySparkException as exc:  # the user's query: Spark's message says what is wrong
         console.print(f"[red]error:[/red] {_first_paragraph(str(exc))}")

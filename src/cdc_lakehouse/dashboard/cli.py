@@ -24,7 +24,6 @@ def cmd_dashboard(args) -> int:
     from cdc_lakehouse.dashboard import lakeview
     from cdc_lakehouse.project_files import dashboard_file
     from cdc_lakehouse.runtime.session import get_spark
-    from cdc_lakehouse.storage import LakeStore
 
     path = args.dashboard or dashboard_file()
     try:
@@ -32,7 +31,7 @@ def cmd_dashboard(args) -> int:
     except (OSError, ValueError) as exc:
         raise LookupError(f"cannot read the dashboard file {path}: {exc}") from exc
     spark = get_spark()
-    page = lakeview.render(spark, LakeStore(spark, args.lake), spec,
+    page = lakeview.render(spark, args.lake, spec,
                              title=f"cdc-lakehouse: {Path(args.lake).resolve().name}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

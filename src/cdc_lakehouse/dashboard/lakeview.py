@@ -76,26 +76,23 @@ def widget_sql(widget: Widget, datasets: dict[str, str]) -> str:
 
 
 class LakeQueries:
-    """Runs SQL on a lake: every table registered once, ``schema.table`` names rewritten."""
+    """Runs the dashboard's SQL on a lake, as Spark SQL (runtime/catalog.py), gold tables named alone."""
 
-    def __init__(self, spark: SparkSession, store):
-        from cdc_lakehouse.runtime.catalog import register_tables  # local runtime only
-
-        self.spark = spark
-        self.tables = register_tables(spark, store)
+    def __init__(self, spark: SparkSession, lake: str | Path):
+        self.spark, self.lake = spark, lake
 
     def rows(self, sql: str) -> tuple[list[str], list[dict]]:
-        from cdc_lakehouse.runtime.catalog import rewrite
+        from cdc_lakehouse.runtime.catalog import run_sql  # local runtime only
 
-        df = self.spark.sql(rewrite(sql, self.tables, default_schema=DASHBOARD_SCHEMA))
+        df = run_sql(self.spark, self.lake, sql, default_schema=DASHBOARD_SCHEMA)
         return df.columns, [r.asDict() for r in df.collect()]
 
 
 # -- HTML -----------------------------------------------------------------------------------
-def render(spark: SparkSession, store, dashboard: dict, title: str = "cdc-lakehouse") -> str:
+def render(spark: SparkSession, lake: str | Path, dashboard: dict, title: str = "cdc-lakehouse") -> str:
     import plotly.offline
 
-    queries = LakeQueries(spark, store)
+    queries = LakeQueries(spark, lake)
     datasets = dataset_queries(dashboard)
     display = {p["name"]: p["displayName"] for p in dashboard["pages"]}
     sections = []

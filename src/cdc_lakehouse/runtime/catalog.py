@@ -1,21 +1,31 @@
-"""Spark SQL over a local lake: every Delta table queryable under its ``schema.table`` name.
+"""Spark SQL over a local lake: its Delta tables in Spark's session catalog, under their names.
 
-Without the Delta jars Spark's catalog cannot hold Delta tables, so each table is registered
-as a temporary view of its current snapshot and the query's ``schema.table`` references are
-pointed at those views.
+A query is Spark SQL as written: nothing rewrites its text, so string literals, comments,
+aliases and backticked names that look like a table's name stay what they are. Each table a
+query names is registered the first time it is named, as an external Delta table at its path
+(``CREATE TABLE schema.table USING delta LOCATION '<lake>/<schema>/<table>'``: metadata only,
+no commit): a lake of a hundred tables costs only the tables a query reads. A name that is no
+table of the lake fails with Spark's own error naming it.
+
+The session catalog is the process's: tables registered for another lake are dropped from it
+(an external table's files stay) before a query runs on this one.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from cdc_lakehouse.storage.base import DEFAULT_SCHEMA, lake_table_path
+
 LAYERS = ("bronze", "silver", "gold")
-
-
-def view_name(table: str) -> str:
-    return table.replace(".", "__")
+_NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
+_registered: dict[str, Path] = {}  # schema.table -> the path this process registered it at
 
 
 def layer_of(name: str, properties: dict) -> str:
@@ -27,29 +37,74 @@ def layer_of(name: str, properties: dict) -> str:
     return properties.get("quality") or ("system" if schema == "pipeline" else "other")
 
 
-def register_tables(spark: SparkSession, store) -> list[str]:
-    names = []
-    for info in store.list_tables():
-        store.read(info.name).createOrReplaceTempView(view_name(info.name))
-        names.append(info.name)
-    return names
+def run_sql(spark: SparkSession, lake: str | Path, query: str, default_schema: str | None = None) -> DataFrame:
+    """``query`` over the lake's tables. With ``default_schema``, a table named alone is that
+    schema's, as a Lakeview dataset with a ``dataset_schema`` reads it (the dashboard names gold
+    tables alone so that each deployment target's gold schema serves it)."""
+    lake = Path(lake).resolve()
+    _forget_other_lakes(spark, lake)
+    registered: set[str] = set()
+    with _current_schema(spark, lake, default_schema):
+        while True:
+            try:
+                return spark.sql(query)
+            except AnalysisException as exc:
+                name = _missing_table(lake, exc, default_schema or DEFAULT_SCHEMA)
+                if name is None or name in registered:  # not the lake's, or not found where registered
+                    raise
+                _register(spark, name, lake_table_path(lake, name))
+                registered.add(name)
 
 
-def rewrite(query: str, tables: list[str], default_schema: str | None = None) -> str:
-    """``bronze.orders`` (or `bronze`.`orders`) -> the temp view of that table.
-
-    With ``default_schema``, a table named alone after FROM or JOIN is taken from that schema,
-    as a Lakeview dataset with a ``dataset_schema`` reads it (the dashboard names gold tables
-    alone so that each deployment target's gold schema serves it)."""
-    for name in sorted(tables, key=len, reverse=True):
-        schema, table = name.split(".", 1)
-        pattern = rf"(?<![\w.`])`?{re.escape(schema)}`?\.`?{re.escape(table)}`?(?![\w`])"
-        query = re.sub(pattern, view_name(name), query)
-        if schema == default_schema:
-            alone = rf"(?i)(\b(?:FROM|JOIN)\s+)`?{re.escape(table)}`?(?![\w.`])"
-            query = re.sub(alone, rf"\g<1>{view_name(name)}", query)
-    return query
+def _missing_table(lake: Path, exc: AnalysisException, schema: str) -> str | None:
+    """The lake's table that ``exc`` says the session does not know; None when it is none of the lake's."""
+    if exc.getCondition() != _NOT_FOUND:
+        return None
+    parts = _name_parts((exc.getMessageParameters() or {}).get("relationName", ""))
+    if not parts or len(parts) > 3:
+        return None
+    name = ".".join([schema, *parts][-2:])
+    return name if (lake_table_path(lake, name) / "_delta_log").is_dir() else None
 
 
-def run_sql(spark: SparkSession, store, query: str) -> DataFrame:
-    return spark.sql(rewrite(query, register_tables(spark, store)))
+def _register(spark: SparkSession, name: str, path: Path) -> None:
+    schema, table = name.split(".")
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)} LOCATION {_literal(path.parent)}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {_quoted(schema)}.{_quoted(table)} USING delta LOCATION {_literal(path)}")
+    _registered[name] = path
+
+
+def _forget_other_lakes(spark: SparkSession, lake: Path) -> None:
+    for name, path in list(_registered.items()):
+        if not path.is_relative_to(lake):
+            schema, table = name.split(".")
+            spark.sql(f"DROP TABLE IF EXISTS {_quoted(schema)}.{_quoted(table)}")  # external: its files stay
+            del _registered[name]
+
+
+@contextmanager
+def _current_schema(spark: SparkSession, lake: Path, schema: str | None) -> Iterator[None]:
+    """``USE schema`` for one query, the session's own current schema restored after."""
+    if schema is None:
+        yield
+        return
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)} LOCATION {_literal(lake / schema)}")
+    previous = spark.catalog.currentDatabase()
+    spark.catalog.setCurrentDatabase(schema)
+    try:
+        yield
+    finally:
+        spark.catalog.setCurrentDatabase(previous)
+
+
+def _name_parts(relation: str) -> list[str]:
+    """``\\`silver\\`.\\`shop_orders\\``` -> ["silver", "shop_orders"] (Spark quotes each part)."""
+    return [p.replace("``", "`") for p in re.findall(r"`((?:[^`]|``)*)`", relation)]
+
+
+def _quoted(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
