@@ -364,6 +364,17 @@ def test_pipeline_anomalies_table(spark, lake):
     assert table.filter(F.col("detail").isNull() | F.col("user").isNull() | F.col("sequence").isNull()).count() == 0
 
 
+def test_pipeline_audit_log_has_the_applied_changes_only(spark, lake):
+    """The NULL key, the UPSERT and the change keyed on order_ref reached no replica: no audit
+    row says they did (issue 68); the insert after an insert was applied, with its anomaly."""
+    audit = lake.read("gold.audit_log").filter("`table` = 'orders'")
+    assert {(r["key"], r["operation"]) for r in audit.collect()} == {
+        ('{"order_id":"1"}', "INSERT"), ('{"order_id":"1"}', "UPDATE"), ('{"order_id":"2"}', "INSERT"),
+        ('{"order_id":"5"}', "INSERT")}
+    again = audit.filter("key = '{\"order_id\":\"5\"}'").first()
+    assert again["anomalies"] == ["INSERT after INSERT"]  # the pair, as the change stream names it
+
+
 # -- gold: the dashboard's health datasets show exactly these anomalies -------------------------
 PRODUCT_KINDS = ["delete_of_missing_key", "insert_of_existing_key", "update_of_missing_key"]
 ORDER_KINDS = ["incomplete_key", "insert_after_insert", "missing_key_column", "unknown_op"]

@@ -171,6 +171,20 @@ def test_audit_rows_show_values_as_text_hashed_as_in_the_replicas(spark, changes
     assert row["after"] == {c: str(v) for c, v in replica.asDict().items()}
 
 
+def test_a_change_the_replicas_could_not_apply_has_no_audit_row(spark):
+    """A NULL key, a key value that does not fit the declared BIGINT, an unknown operation: in
+    silver's anomalies with their reasons, in no replica, so in no audit row (docs/gold.md)."""
+    ann = change(1, "t1", "INSERT", ANN)
+    no_key = change(2, "t2", "INSERT", '{"customer_id":null,"name":"Nul"}', key='{"customer_id":null}')
+    misfit = change(3, "t3", "INSERT", '{"customer_id":"c-3","name":"Cy"}', key='{"customer_id":"c-3"}')
+    unknown = change(4, "t4", "UPSERT", ANN_BERGEN)
+    flow = customers_flow()
+    rows = audit_rows(stream(spark, ann, no_key, misfit, unknown), flow, "gold.shop_pg_customers")
+    assert [(r["txn_id"], r["operation"]) for r in rows.collect()] == [("t1", "INSERT")]
+    typed = stream(spark, ann, no_key, misfit, unknown)
+    assert replica_as_of(typed, flow, (4, "t4")).count() == 1
+
+
 def test_quarantined_line_attributed_to_its_table(spark):
     lines = spark.createDataFrame([
         ('{"schema":"shop","table":"orders","type":"update"}', "/l/shop/binlog/a.jsonl"),

@@ -1,7 +1,10 @@
 """The audit views: every applied change and transaction with who, role, when and what.
 
 All are pinned to the watermark, like the replicas, so an auditor never sees a change that the
-replicas do not show yet.
+replicas do not show yet. A change the replicas could not apply (a NULL key, a value that does
+not fit its declared type, ...) is none of the replicas' changes: it has no audit row, and
+``silver.<source>_anomalies`` records it with its reason, counted in ``gold.data_quality``
+(docs/gold.md, "Changes that were not applied").
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from cdc_lakehouse.gold import images, inputs
 from cdc_lakehouse.gold.commit_point import at_point
 from cdc_lakehouse.gold.replicas import table_changes
 from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
+from cdc_lakehouse.silver.declared_types import declared_table
+from cdc_lakehouse.silver.replica_input import change_rejection, with_misfits
 from cdc_lakehouse.silver.schema_changes import ALTER
 from cdc_lakehouse.silver.truncates import TRUNCATE
 
@@ -54,12 +59,13 @@ def due_audit_rows(due: DataFrame, settings, source: str) -> DataFrame:
 
 
 def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
-    """Change stream rows of one table -> audit rows, with the flow's column filters applied."""
+    """Change stream rows of one table -> audit rows of those the replicas applied, with the
+    flow's column filters applied."""
     filters = flow.column_filters
     op = F.col("op")
     # silver keeps the image before the transaction in `before`, and the deleted image in `row`.
     before = F.when(op != "INSERT", images.image(F.coalesce("before", F.when(op == "DELETE", F.col("row"))), filters))
-    with_images = changes.select(
+    with_images = _applicable(changes, flow).select(
         "*",
         before.alias("__before"),
         F.when(op != "DELETE", images.image(F.col("row"), filters)).alias("__after"),
@@ -76,6 +82,14 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
         images.changed_values(F.col("__changed"), F.col("__before"), F.col("__after")).alias("changed_values"),
         "origin", "anomalies", F.col("op_count").cast("bigint").alias("op_count"),
     )
+
+
+def _applicable(changes: DataFrame, flow) -> DataFrame:
+    """The changes the flow's replicas take (replica_input.rejection: none), their DDL too."""
+    declared = declared_table(flow)
+    checked = with_misfits(changes, [declared]) if declared else changes
+    keys = F.array(*[F.lit(k) for k in flow.keys]) if flow.keys else None
+    return checked.filter(change_rejection(declared is not None, keys).isNull()).select(*changes.columns)
 
 
 def audit_transactions(read, settings) -> DataFrame:
