@@ -109,6 +109,7 @@ def timed_update(spark, lake: Lake) -> dict:
     shape = profile(run, wall_s, store, counters)
     return {"wall_s": round(wall_s, 3), "cpu_s": cpu.stop(), "driver_cpu_s": round(time.process_time() - driver_cpu, 2),
             "jobs": jobs, "py4j_calls": sum(counters.py4j.values()), "commits": sum(counters.commits.values()),
+            "py4j_s": {kind: round(counters.py4j_s[kind], 2) for kind, _ in profiling.PY4J_KINDS},
             "planning_s": round(sum(f["planning_s"] for f in shape["flows"]) + shape["outside_flows_s"], 2),
             "flows": len(run.events),
             "rows_written": sum(e.rows_written or 0 for e in run.events if e.status == "COMPLETED"),
@@ -182,7 +183,7 @@ def _phase(name: str, updates: list[dict]) -> dict:
             f"{name}_cpu_s": _pick([u["cpu_s"] for u in updates]),
             f"{name}_driver_cpu_s": _pick([u["driver_cpu_s"] for u in updates]),
             f"{name}_jobs": last.get("jobs"), f"{name}_rows_written": last.get("rows_written"),
-            **{f"{name}_{k}": last.get(k) for k in ("py4j_calls", "commits", "planning_s")},
+            **{f"{name}_{k}": last.get(k) for k in ("py4j_calls", "py4j_s", "commits", "planning_s")},
             f"{name}_rounds": [{k: v for k, v in u.items() if k != "profile"} for u in updates],
             f"{name}_profile": last.get("profile")}
 

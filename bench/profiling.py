@@ -50,23 +50,36 @@ def current_flow() -> str:
     return batch.flow.name if batch is not None else OUTSIDE
 
 
+# Where the driver waits on the JVM, by how long one py4j call takes: a bare round trip (building
+# a column, a reflection lookup, releasing an object), JVM work such as analysing a DataFrame, or
+# a call that runs Spark jobs (an action, a write). The rest of an update is Python.
+PY4J_KINDS = (("round_trip", 0.001), ("jvm_work", 0.1), ("jobs", float("inf")))
+
+
 class FlowCounters:
-    """py4j calls and Delta commits per flow while installed (a ``with`` block), and each
-    flow's Spark jobs since then from Spark's status store."""
+    """py4j calls and Delta commits per flow while installed (a ``with`` block), the update's
+    seconds inside py4j calls by their length (``PY4J_KINDS``), and each flow's Spark jobs
+    since then from Spark's status store."""
 
     def __init__(self, spark, first_job: int):
         self.spark = spark
         self.first_job = first_job
         self.py4j: Counter[str] = Counter()
+        self.py4j_s: Counter[str] = Counter()
         self.commits: Counter[str] = Counter()
         self._send = GatewayClient.send_command
 
     def __enter__(self) -> FlowCounters:
-        send, py4j = self._send, self.py4j
+        send, py4j, seconds = self._send, self.py4j, self.py4j_s
 
         def counted(client, *args, **kwargs):
             py4j[current_flow()] += 1
-            return send(client, *args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                return send(client, *args, **kwargs)
+            finally:
+                took = time.perf_counter() - t0
+                seconds[next(kind for kind, below in PY4J_KINDS if took < below)] += took
 
         GatewayClient.send_command = counted  # type: ignore[method-assign]
         return self

@@ -37,6 +37,9 @@ def test_the_result_has_every_figure(bench_run):
             assert size[key] is not None and size[key] >= 0, key
         assert size["small_jobs"] > 0 and size["small_rows_written"] > 0
         assert size["small_commits"] > 0 and size["small_py4j_calls"] > 0 and size["small_planning_s"] > 0
+        # Seconds inside py4j by the length of a call: round trips, JVM work, jobs.
+        assert set(size["small_py4j_s"]) == {"round_trip", "jvm_work", "jobs"}
+        assert all(s > 0 for s in size["small_py4j_s"].values()), size["small_py4j_s"]
         # Nothing landed before the no-op update: it is decided before any flow plans, and writes nothing.
         assert (size["noop_commits"], size["noop_jobs"]) == (0, 0)
         flows = size["small_profile"]["flows"]
