@@ -67,3 +67,12 @@ def test_another_lake_of_the_same_process_reads_its_own_tables_and_their_later_w
     store.append("silver.shop_orders", spark.createDataFrame([(8, "new")], "order_id int, status string"))
     assert run_sql(spark, other, "SELECT count(*) AS n FROM silver.shop_orders").first().n == 2
     assert run_sql(spark, lake, "SELECT count(*) AS n FROM silver.shop_orders").first().n == 2  # the first lake's
+
+
+def test_registering_the_tables_a_query_names_logs_no_error(spark, tmp_path, capsys):
+    """A table is registered after Spark found it missing: PySpark logs such errors whole."""
+    lake = _lake(spark, tmp_path / "quiet", [(1, "new")])
+    capsys.readouterr()
+    assert run_sql(spark, lake, "SELECT count(*) AS n FROM silver.shop_orders JOIN gold.audit_log").first().n == 1
+    said = capsys.readouterr()
+    assert "TABLE_OR_VIEW_NOT_FOUND" not in said.err + said.out

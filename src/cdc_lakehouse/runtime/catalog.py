@@ -13,6 +13,7 @@ The session catalog is the process's: tables registered for another lake are dro
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,9 @@ from cdc_lakehouse.storage.base import DEFAULT_SCHEMA, lake_table_path
 
 LAYERS = ("bronze", "silver", "gold")
 _NOT_FOUND = "TABLE_OR_VIEW_NOT_FOUND"
+# PySpark logs every analysis error whole (stack and plan) before raising it: for the tables not
+# registered yet that is noise; an error the query ends with is raised, with its message.
+_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 _registered: dict[str, Path] = {}  # schema.table -> the path this process registered it at
 
 
@@ -44,7 +48,7 @@ def run_sql(spark: SparkSession, lake: str | Path, query: str, default_schema: s
     lake = Path(lake).resolve()
     _forget_other_lakes(spark, lake)
     registered: set[str] = set()
-    with _current_schema(spark, lake, default_schema):
+    with _current_schema(spark, lake, default_schema), _quiet_spark_errors():
         while True:
             try:
                 return spark.sql(query)
@@ -95,6 +99,19 @@ def _current_schema(spark: SparkSession, lake: Path, schema: str | None) -> Iter
         yield
     finally:
         spark.catalog.setCurrentDatabase(previous)
+
+
+@contextmanager
+def _quiet_spark_errors() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _SPARK_ERROR_LOGGERS]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, disabled in zip(loggers, before):
+            logger.disabled = disabled
 
 
 def _name_parts(relation: str) -> list[str]:
