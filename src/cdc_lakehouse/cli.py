@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shlex
 import sys
 from datetime import date, datetime
@@ -172,14 +171,13 @@ def cmd_tables(args) -> int:
 def cmd_sql(args) -> int:
     from pyspark.errors import PySparkException
 
-    from cdc_lakehouse.runtime.catalog import run_sql
+    from cdc_lakehouse.runtime.catalog import quiet_spark_errors, run_sql
 
     spark = _spark()
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        logging.getLogger(name).disabled = True  # PySpark logs the error whole; we print it once
     try:
-        df = run_sql(spark, args.lake, args.query)
-        rows = [r.asDict(recursive=True) for r in df.limit(args.limit + 1).collect()]
+        with quiet_spark_errors():  # PySpark logs the error whole; we print it once
+            df = run_sql(spark, args.lake, args.query)
+            rows = [r.asDict(recursive=True) for r in df.limit(args.limit + 1).collect()]
     except PySparkException as exc:  # the user's query: Spark's message says what is wrong
         console.print(f"[red]error:[/red] {_first_paragraph(str(exc))}")
         return 2

@@ -17,7 +17,7 @@ from cdc_lakehouse.gold.commit_point import at_point
 from cdc_lakehouse.gold.replicas import table_changes
 from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
 from cdc_lakehouse.silver.declared_types import declared_table
-from cdc_lakehouse.silver.replica_input import change_rejection, with_misfits
+from cdc_lakehouse.silver.replica_input import change_rejection, key_columns, with_misfits
 from cdc_lakehouse.silver.schema_changes import ALTER
 from cdc_lakehouse.silver.truncates import TRUNCATE
 
@@ -88,8 +88,8 @@ def _applicable(changes: DataFrame, flow) -> DataFrame:
     """The changes the flow's replicas take (replica_input.rejection: none), their DDL too."""
     declared = declared_table(flow)
     checked = with_misfits(changes, [declared]) if declared else changes
-    keys = F.array(*[F.lit(k) for k in flow.keys]) if flow.keys else None
-    return checked.filter(change_rejection(declared is not None, keys).isNull()).select(*changes.columns)
+    applies = change_rejection(declared is not None, key_columns(flow.keys)).isNull()
+    return checked.filter(applies).select(*changes.columns)
 
 
 def audit_transactions(read, settings) -> DataFrame:

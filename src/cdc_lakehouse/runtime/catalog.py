@@ -48,7 +48,7 @@ def run_sql(spark: SparkSession, lake: str | Path, query: str, default_schema: s
     lake = Path(lake).resolve()
     _forget_other_lakes(spark, lake)
     registered: set[str] = set()
-    with _current_schema(spark, lake, default_schema), _quiet_spark_errors():
+    with _current_schema(spark, lake, default_schema), quiet_spark_errors():
         while True:
             try:
                 return spark.sql(query)
@@ -73,9 +73,14 @@ def _missing_table(lake: Path, exc: AnalysisException, schema: str) -> str | Non
 
 def _register(spark: SparkSession, name: str, path: Path) -> None:
     schema, table = name.split(".")
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)} LOCATION {_literal(path.parent)}")
+    _create_schema(spark, schema, path.parent)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {_quoted(schema)}.{_quoted(table)} USING delta LOCATION {_literal(path)}")
     _registered[name] = path
+
+
+def _create_schema(spark: SparkSession, schema: str, location: Path) -> None:
+    """The schema, at the lake's folder of it (where no table is ever made by the catalog)."""
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)} LOCATION {_literal(location)}")
 
 
 def _forget_other_lakes(spark: SparkSession, lake: Path) -> None:
@@ -92,7 +97,7 @@ def _current_schema(spark: SparkSession, lake: Path, schema: str | None) -> Iter
     if schema is None:
         yield
         return
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)} LOCATION {_literal(lake / schema)}")
+    _create_schema(spark, schema, lake / schema)
     previous = spark.catalog.currentDatabase()
     spark.catalog.setCurrentDatabase(schema)
     try:
@@ -102,7 +107,8 @@ def _current_schema(spark: SparkSession, lake: Path, schema: str | None) -> Iter
 
 
 @contextmanager
-def _quiet_spark_errors() -> Iterator[None]:
+def quiet_spark_errors() -> Iterator[None]:
+    """PySpark's own logging of analysis and query errors off (the error is still raised)."""
     loggers = [logging.getLogger(name) for name in _SPARK_ERROR_LOGGERS]
     before = [logger.disabled for logger in loggers]
     for logger in loggers:

@@ -49,6 +49,12 @@ def has_key_columns(key: Column, keys: Column | None) -> Column:
     return F.coalesce(F.forall(keys, lambda k: F.array_contains(names, F.lower(k))), F.lit(True))
 
 
+def key_columns(keys: Sequence[str]) -> Column | None:
+    """A replica's key columns as the array ``rejection`` checks a change's key against (None:
+    no key columns to check)."""
+    return F.array(*[F.lit(k) for k in keys]) if keys else None
+
+
 def replica_keys(flows) -> Column:
     """The key columns of each change's replica (array<string>), from the onboarded ``flows``."""
     return F.coalesce(*[F.when((F.col("schema") == f.schema_name) & (F.col("table") == f.table_name),
@@ -145,12 +151,11 @@ def replica_changes(changes: DataFrame, column_filters=None, declared: DeclaredT
     names the table in errors; ``keys``, the replica's key columns."""
     keyed = changes.withColumn(KEY_OBJECT, key_object(F.col("key")))  # read by the misfit check and typing
     checked = with_misfits(keyed, [declared]) if declared else keyed
-    key_columns = F.array(*[F.lit(k) for k in keys]) if keys else None
     if declared:
         # A declared table stops at a DDL its declaration does not follow: nothing after it
         # applies. In ``op``, which every row's filter reads (a conjunct could be skipped).
         checked = checked.withColumn("op", F.when(stop_at_undeclared_change(declared), F.col("op")))
-    applied = checked.filter(applies(declared is not None, key_columns)).select(
+    applied = checked.filter(applies(declared is not None, key_columns(keys))).select(
         "row",
         KEY_OBJECT,
         F.col("op").alias("__op"),
