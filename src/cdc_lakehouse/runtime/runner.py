@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lakehouse import flow_state
 from cdc_lakehouse.cdc.apply import CdcSpec, state_table_name
-from cdc_lakehouse.runtime import declarations
+from cdc_lakehouse.runtime import declarations, small_batch
 from cdc_lakehouse.runtime.checkpoint import ConcurrentPlan, FlowCheckpoint
 from cdc_lakehouse.runtime.event_log import FlowEvent, append_events
 from cdc_lakehouse.runtime.expectations import apply_expectations
@@ -100,6 +100,7 @@ class PipelineRunner:
         self._errors: list[Exception] = []  # of the failed flows, in the order they failed
         self._events_written = 0
         self._probing = False  # while the update asks whether any flow has work (quiet_update.py)
+        self.session_plan = small_batch.session_settings(spark)  # what a large batch runs with
 
     @functools.cached_property
     def pipeline_fingerprint(self) -> str:
@@ -255,6 +256,10 @@ class PipelineRunner:
         if flow.kind == "auto_cdc_snapshot":
             event.rows_written = write_snapshot_cdc(self, flow, target, batch)
             return
+        with pipeline_configuration(self.spark, small_batch.planning_settings(batch, target.name, self.session_plan)):
+            self._plan_and_write(flow, target, batch, event)
+
+    def _plan_and_write(self, flow: Flow, target: Dataset, batch: FlowBatch, event: FlowEvent) -> None:
         if flow.kind == "auto_cdc":
             source = batch.read_stream(flow.cdc["source"])
         else:
@@ -265,6 +270,13 @@ class PipelineRunner:
             raise NoNewInput
         key = _refresh_key(flow, target, batch, source)
         batch.commit_plan()
+        with pipeline_configuration(self.spark, small_batch.writing_settings(batch, target.name, self.session_plan)):
+            self._write(flow, target, batch, source, event)
+        if key is not None:
+            key.record()
+
+    def _write(self, flow: Flow, target: Dataset, batch: FlowBatch, source: DataFrame, event: FlowEvent) -> None:
+        """The batch's output, with its expectations, then its state; its checkpoint says so."""
         expectations = target.expectations + declarations.expectations_of(flow.func)
         from_cache = flow.kind != "auto_cdc" and reads_only_cached(source)
         kept, counts = apply_expectations(source, target.name, expectations, counted_now=from_cache)
@@ -278,8 +290,6 @@ class PipelineRunner:
         batch.state.commit()
         batch.record_committed()
         event.expectations = counts()
-        if key is not None:
-            key.record()
 
     def _query(self, flow: Flow, target: Dataset, batch: FlowBatch) -> DataFrame:
         """A query flow's result; of a view refreshed by partition, only its touched partitions."""

@@ -81,6 +81,10 @@ class TableStore(Protocol):
 
     def row_count(self, name: str) -> int: ...
 
+    def size_bytes(self, name: str) -> int | None:
+        """The bytes of the table's data files now, from its log without a Spark job; None
+        when that is not known cheaply (or there is no such table)."""
+
     def committed_version(self, name: str, app_id: str) -> int | None: ...
 
     def append(self, name: str, df: DataFrame, commit: Commit | None = None, **table_opts) -> int: ...

@@ -43,6 +43,9 @@ class CatalogStore:
     def row_count(self, name: str) -> int:
         return self.read(name).count()  # Delta answers from its statistics
 
+    def size_bytes(self, name: str) -> int | None:
+        return None  # DESCRIBE DETAIL would answer, at the cost of a query per table
+
     def overwrite(self, name: str, df: DataFrame, commit=None, **_) -> int:
         df.write.mode("overwrite").option("overwriteSchema", "true").saveAsTable(self.qualified(name))
         return self.spark.table(self.qualified(name)).count()

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
@@ -102,7 +103,7 @@ class DeltaRsStore:
         actions = pa.table(self._existing(name).get_add_actions(flatten=True))
         stat = f"max.{column}"
         if stat in actions.column_names and actions.column(stat).null_count == 0:
-            return pa.compute.max(actions.column(stat)).as_py()
+            return pc.max(actions.column(stat)).as_py()
         return self.read(name).agg(F.max(column)).collect()[0][0]
 
     def row_count(self, name: str) -> int:
@@ -111,6 +112,13 @@ class DeltaRsStore:
             return _row_count(self._existing(name))
         except MissingStatistics:
             return self.read(name).count()
+
+    def size_bytes(self, name: str) -> int | None:
+        """From the add actions of the table's latest snapshot (loaded once per version)."""
+        table = self._table(name)
+        if table is None:
+            return None
+        return int(pc.sum(pa.table(table.get_add_actions(flatten=True)).column("size_bytes")).as_py() or 0)
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and
@@ -220,7 +228,7 @@ class DeltaRsStore:
             data = batch.table().sort_by([(k, "ascending") for k in spec.keys])
         flag = spec.delete_flag
         if not self.exists(name):
-            kept = data if flag is None else data.filter(pa.compute.invert(data[flag])).drop_columns([flag])
+            kept = data if flag is None else data.filter(pc.invert(data[flag])).drop_columns([flag])
             self._write_arrow(name, kept, "append", commit, **_keyed_table_opts(table_opts))
             return data.num_rows
         target = self._existing(name)
@@ -347,7 +355,7 @@ def _key_range(data: pa.Table, key: str) -> str | None:
     column = data[key]
     if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return None
-    bounds = pa.compute.min_max(column)
+    bounds = pc.min_max(column)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if low is None:
         return None

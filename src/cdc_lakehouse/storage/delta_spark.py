@@ -153,6 +153,13 @@ class DeltaSparkStore:
     def row_count(self, name: str) -> int:
         return self.read(name).count()  # delta-spark answers from the log's statistics
 
+    def size_bytes(self, name: str) -> int | None:
+        """From the checksum file of the latest version (None: a version without one)."""
+        latest = self.version(name)
+        if latest is None:
+            return None
+        return (checksum(self.path(name) / "_delta_log", latest) or {}).get("tableSizeBytes")
+
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and how
         many (from the commits' statistics), as Delta's streaming source reads an append-only
