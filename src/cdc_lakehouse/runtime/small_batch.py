@@ -1,12 +1,12 @@
-"""How a flow's batch is executed, by the size of what it reads.
+"""How a flow's batch is executed, by the size of what it reads (docs/incremental.md, "How a
+small batch runs").
 
 Spark's adaptive execution re-plans a query between its stages, and to do so submits each
 shuffle and broadcast stage as a Spark job of its own. On the few hundred rows an incremental
-update brings, that is most of an update's jobs and none of its gain: a 100-change update of a
-2,000-change history on delta-spark ran 455 Spark jobs without it against 731-750 with it, in
-113 s against 124-153 s (docs/benchmarks.md, "Adaptive execution and small batches"). On large
-inputs its re-planning pays (a broadcast join once it sees how small one side is), and the
-history load and the benchmarks at scale keep it.
+update brings, that is most of an update's jobs and little of its gain: a 100-change update of a
+2,000-change history on delta-spark ran 454 Spark jobs without it against 731 with it, in
+112.9 s against 119.2 s (median of 3, bench/RESULTS.md). On large inputs its re-planning pays (a
+broadcast join once it sees how small one side is), and large loads keep it.
 
 So a flow's batch is *small* when its new rows (streaming reads and landing files) are at most
 ``SMALL_ROWS`` and each table it reads whole, and its target, is under ``SMALL_BYTES`` (from the
@@ -14,9 +14,9 @@ tables' logs, no Spark job: ``TableStore.size_bytes``); a small batch runs with
 ``SMALL_BATCH_PLAN``. Its new rows are known once its query is built, and building it already
 runs Spark jobs (checks of what landed, held state): the flow plans as small when its last batch
 read only small tables whole and its target is small, and writes as small when the rows it read
-say so too. A batch found large then writes with the session's own settings. The store's MERGE into a small table decides the same way
-(storage/delta_spark.py). What a query means does not depend on it: the suite runs with adaptive
-execution off throughout (tests/tiny_data.py).
+say so too. A batch found large then writes with the session's own settings. The store's MERGE
+into a small table decides the same way (storage/delta_spark.py). What a query means does not
+depend on it: the suite runs with adaptive execution off throughout (tests/tiny_data.py).
 """
 
 from __future__ import annotations
