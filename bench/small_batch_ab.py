@@ -1,4 +1,4 @@
-"""The small-batch plan (runtime/small_batch.py) against adaptive execution throughout, on one
+"""The small-batch plans (runtime/small_batch.py) against the session's settings throughout, on one
 lake in one process: after the history load and a warm-up update, each round lands
 ``--changes`` row changes before an update with the plan and one without (in alternating
 order), so the machine's drift falls on both alike. Reports every update (wall and CPU seconds,
@@ -26,7 +26,7 @@ KEPT = ("wall_s", "cpu_s", "jobs", "commits", "py4j_calls")
 def run(spark, work: Path, history: int, changes: int, rounds: int) -> dict:
     from cdc_lakehouse.runtime import small_batch
 
-    plan = dict(small_batch.SMALL_BATCH_PLAN)
+    plans = {"SMALL_BATCH_PLAN": small_batch.SMALL_BATCH_PLAN, "TINY_BATCH_PLAN": small_batch.TINY_BATCH_PLAN}
     lake = incremental.build_lake(work, history, 42, tuple(TABLES), 50_000)
     lake.load = incremental.timed_update(spark, lake)
     lake.feed.land(changes)
@@ -36,13 +36,15 @@ def run(spark, work: Path, history: int, changes: int, rounds: int) -> dict:
         for r in range(rounds):
             modes = list(updates) if r % 2 == 0 else list(reversed(updates))
             for mode in modes:
-                small_batch.SMALL_BATCH_PLAN = plan if mode == "small_batch_plan" else {}
+                for name, plan in plans.items():
+                    setattr(small_batch, name, plan if mode == "small_batch_plan" else {})
                 lake.feed.land(changes)
                 update = incremental.timed_update(spark, lake)
                 updates[mode].append({k: update[k] for k in KEPT})
                 print(mode, updates[mode][-1], flush=True)
     finally:
-        small_batch.SMALL_BATCH_PLAN = plan
+        for name, plan in plans.items():
+            setattr(small_batch, name, plan)
     medians = {mode: {k: statistics.median(u[k] for u in rows) for k in KEPT} for mode, rows in updates.items()}
     verified = incremental.verify_lake(spark, lake, tuple(TABLES))["all_equal"]
     return {"history": history, "changes": changes, "rounds": rounds, "load": {k: lake.load[k] for k in KEPT},
