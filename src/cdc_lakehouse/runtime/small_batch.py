@@ -12,10 +12,10 @@ So a flow's batch is *small* when its new rows (streaming reads and landing file
 ``SMALL_ROWS`` and each table it reads whole, and its target, is under ``SMALL_BYTES`` (from the
 tables' logs, no Spark job: ``TableStore.size_bytes``); a small batch runs with
 ``SMALL_BATCH_PLAN``; one whose tables are all under ``TINY_BYTES`` also evaluates its
-expressions without generating code (``TINY_BATCH_PLAN``). Its new rows are known once its query is built, and building it already
-runs Spark jobs (checks of what landed, held state): the flow plans as small when its last batch
-read only small tables whole and its target is small, and writes as small when the rows it read
-say so too. A batch found large then writes with the session's own settings. The store's MERGE
+expressions without generating code (``TINY_BATCH_PLAN``). Its new rows are known once its
+query is built, and building it already runs Spark jobs (checks of what landed, held state):
+the flow plans as small when its last batch read only small tables whole and its target is
+small, and writes as small when the rows it read say so too. A batch found large then writes with the session's own settings. The store's MERGE
 into a small table decides the same way (storage/delta_spark.py). What a query means does not
 depend on it: the suite runs with adaptive execution off throughout (tests/tiny_data.py).
 """
@@ -29,8 +29,8 @@ SMALL_ROWS = 100_000
 SMALL_BYTES = 64 * 1024 * 1024
 SMALL_BATCH_PLAN = {ADAPTIVE: "false"}
 # Under this, compiling a query's code costs more than running it interpreted (the settings
-# tests/tiny_data.py gives the suite): a 2,000-change history's 100-change update took 86-93 s
-# so against 101-113 s with the small-batch plan alone (2 rounds each, bench/RESULTS.md).
+# tests/tiny_data.py gives the suite): a 100-change update of a 2,000-change history took
+# 86-93 s with it against 101-113 s with the small-batch plan alone (2 rounds each, bench/RESULTS.md).
 TINY_BYTES = 8 * 1024 * 1024
 TINY_BATCH_PLAN = {**SMALL_BATCH_PLAN, "spark.sql.codegen.wholeStage": "false",
                    "spark.sql.codegen.factoryMode": "NO_CODEGEN"}

@@ -154,11 +154,12 @@ class DeltaSparkStore:
         return self.read(name).count()  # delta-spark answers from the log's statistics
 
     def size_bytes(self, name: str) -> int | None:
-        """From the checksum file of the latest version (None: a version without one)."""
         latest = self.version(name)
-        if latest is None:
-            return None
-        return (checksum(self.path(name) / "_delta_log", latest) or {}).get("tableSizeBytes")
+        return None if latest is None else self._size_at(name, latest)
+
+    def _size_at(self, name: str, version: int) -> int | None:
+        """From the checksum file of ``version`` (None: a version without one)."""
+        return (checksum(self.path(name) / "_delta_log", version) or {}).get("tableSizeBytes")
 
     def read_appended(self, name: str, after: int | None, up_to: int) -> tuple[DataFrame, int]:
         """Rows appended after version ``after`` (None: from the start) up to ``up_to``, and how
@@ -310,7 +311,7 @@ class DeltaSparkStore:
     def _small(self, name: str, snapshot) -> bool:
         """Whether the table's data files at ``snapshot`` add up to less than
         ``_SMALL_TABLE_BYTES`` (from the checksum file; a version without one counts as large)."""
-        size = (checksum(self.path(name) / "_delta_log", int(snapshot.version())) or {}).get("tableSizeBytes")
+        size = self._size_at(name, int(snapshot.version()))
         return size is not None and size < _SMALL_TABLE_BYTES
 
     def _holds(self, name: str, commit: Commit | None) -> bool:
