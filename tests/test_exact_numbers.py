@@ -20,7 +20,7 @@ import yaml
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.storage import LakeStore
-from silver_support import run_project
+from silver_support import GOLD_WITHOUT_HEALTH, run_project
 
 BIG, BIGGER = "12345678901234567890.123456789", "12345678901234567890.123456790"
 DDL = "id BIGINT, price DECIMAL(38,9), label STRING"
@@ -92,7 +92,7 @@ def lake(spark, tmp_path_factory) -> Path:
                 "key": {"code": code["code"]}, "old_key": None, "values": code} for n, code in enumerate(codes, start=1)]
     (shadow / "app.codes").mkdir()
     (shadow / "app.codes" / "c.jsonl").write_text(_unquote_prices("".join(json.dumps(c) + "\n" for c in inserts)))
-    run_project(spark, landing, lake, root / "onboarding.yml")
+    run_project(spark, landing, lake, root / "onboarding.yml", GOLD_WITHOUT_HEALTH)
     return lake
 
 

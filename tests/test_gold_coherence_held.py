@@ -12,7 +12,7 @@ import yaml
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.storage import LakeStore
-from silver_support import run_project
+from silver_support import GOLD_WITHOUT_HEALTH, run_project
 
 EXCEPT = ["__op", "__sequence", "__commit_ts", "__txn_id"]
 ROW = {"schema": "app", "table": "t", "primary_key": ["id"]}
@@ -56,12 +56,12 @@ def runs(spark, tmp_path_factory):
     _write(binlog / "a.jsonl", [_event(100, "begin", "0-1-1", thread_id=1), _insert(200, "0-1-1", 1)])
     _write(binlog / "c.jsonl", [_event(400, "begin", "0-1-2", thread_id=1), _insert(500, "0-1-2", 2),
                                 _event(600, "commit", "0-1-2", xid=2)])
-    run_project(spark, landing, lake, onboarding)
+    run_project(spark, landing, lake, onboarding, GOLD_WITHOUT_HEALTH)
     store = LakeStore(spark, lake)
     # Locally an AUTO CDC target is created with its first change (gold.b_t has none yet).
     first = {name: store.read(name).localCheckpoint() for name in ("silver.b_t", "gold.b_t") if store.exists(name)}
     _write(binlog / "b.jsonl", [_event(300, "commit", "0-1-1", xid=1)])
-    run_project(spark, landing, lake, onboarding)
+    run_project(spark, landing, lake, onboarding, GOLD_WITHOUT_HEALTH)
     return first, store
 
 
