@@ -12,14 +12,11 @@ from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.storage import LakeStore
+from bench.harness import GOLD_WITHOUT_HEALTH, sources  # noqa: F401 (GOLD_WITHOUT_HEALTH: for the tests that import it here)
 from lake_helpers import REPO, demo_flows
 
 PROJECT_SOURCES = [str(REPO / "src" / layer / "**" / "*.py") for layer in ("bronze", "silver", "gold")]
 FIXTURES = REPO / "fixtures"
-# The gold files of replicas and audit alone: a pipeline may list only some files, and tests
-# that check neither health nor landing views (src/gold/health.py, landing_summary.py) skip
-# their five views: about a sixth of a small update on delta-spark (bench/RESULTS.md, 2026-12-07).
-GOLD_WITHOUT_HEALTH = ("bronze", "silver", "gold/replicas.py", "gold/audit.py")
 TABLES = ("customers", "products", "orders", "order_items")
 
 
@@ -36,10 +33,8 @@ def onboarding_for(tmp_path: Path, sources: set[str], tables: set[str] | None = 
 def run_project(spark, landing: Path, lake: Path, onboarding: Path, layers=("bronze", "silver", "gold")):
     """One pipeline update; tests that check bronze and silver only leave gold out (faster).
     A layer may also be one file of it (``GOLD_WITHOUT_HEALTH``)."""
-    sources = [str(REPO / "src" / layer) if layer.endswith(".py") else str(REPO / "src" / layer / "**" / "*.py")
-               for layer in layers]
     return run_pipeline(
-        spark, sources, lake,
+        spark, sources(layers), lake,
         {"cdc_lakehouse.landing_path": str(landing), "cdc_lakehouse.onboarding_file": str(onboarding)},
     )
 
