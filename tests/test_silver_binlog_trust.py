@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
 from bench.workload import write_onboarding  # noqa: E402
+from binlog_lines import landed, landed_file  # noqa: E402
 
 SOURCE, FILE, TS = "bench", "mysql-bin.000001", 1772442000
 
@@ -63,17 +64,9 @@ def _row_changes(events: list[dict]) -> int:
     return sum(len(e["rows"]) for e in events if e["type"] in ("insert", "update", "delete"))
 
 
-EVENTS = ("server_id long, file string, pos long, ts long, gtid string, type string, xid long, thread_id long, "
-          "schema string, table string, query string, epoch long, _source string, _source_file string, _line long, "
-          "_ingested_at timestamp")
-
-
 def _frame(spark, events: list[dict], source_file: str = "1.jsonl"):
     """Bronze binlog events as silver reads them (no row images: transaction assembly needs none)."""
-    names = [c.split()[0] for c in EVENTS.split(", ")]
-    extra = {"_source": SOURCE, "_source_file": source_file}
-    rows = [tuple({**e, **extra, "_line": i + 1}.get(c) for c in names) for i, e in enumerate(events)]
-    return spark.createDataFrame(rows, EVENTS)
+    return landed_file(spark, events, source_file, source=SOURCE)
 
 
 # -- part 4: DML statements logged as SQL ------------------------------------------------------
@@ -172,19 +165,9 @@ AFTER_RESET = (_txn(1000, 1, TS + 60, _rows("insert", 0, None, _order(2)))
 LATER = _txn(3000, 3, TS + 62, _rows("insert", 0, None, _order(3)))
 
 
-def _landed(spark, *files: tuple[str, list[dict]]):
-    """Bronze events of ``files`` landed one after the other (one second apart)."""
-    frames = [_frame(spark, events, name).withColumn("_ingested_at", F.timestamp_seconds(F.lit(TS + i)))
-              for i, (name, events) in enumerate(files)]
-    landed = frames[0]
-    for frame in frames[1:]:
-        landed = landed.unionByName(frame)
-    return landed
-
-
 def _ids(spark, *files: tuple[str, list[dict]]) -> list[tuple[str, str]]:
     # Checkpointed as the pipeline persists it: transaction assembly reads the events many times.
-    txns = bt.transactions(bt.distinct_events(_landed(spark, *files)).localCheckpoint(), None)
+    txns = bt.transactions(bt.distinct_events(landed(spark, *files)).localCheckpoint(), None)
     return [(r.txn_id, r.status) for r in txns.orderBy("end_lsn").collect()]
 
 
@@ -209,7 +192,7 @@ def test_the_landing_order_decides_and_a_file_straddling_the_reset_is_cut_where_
 
 
 def test_the_line_that_starts_an_inferred_epoch_is_marked(spark):
-    events = binlog_epochs.with_inferred_epochs(_landed(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET)))
+    events = binlog_epochs.with_inferred_epochs(landed(spark, ("a.jsonl", BEFORE_RESET), ("b.jsonl", AFTER_RESET)))
     got = events.filter(F.col(binlog_epochs.RESET)).select("_source_file", "_line", "epoch", binlog_epochs.INFERRED)
     assertDataFrameEqual(got, spark.createDataFrame([("b.jsonl", 1, 1, 1)], got.schema))
 

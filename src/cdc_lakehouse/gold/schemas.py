@@ -184,9 +184,10 @@ REPLICATION_HEALTH = GoldTable(
                                                "seconds: docs/capture.md). Binlog sources: 0 (the log orders them)."),
         ("changed_landing_files", "BIGINT", "Landing files that changed after bronze read them, whose changes are "
                                             "not read (gold.landing_summary notes them; docs/bronze.md)."),
-        ("inferred_epochs", "BIGINT", "Binlog sources: times the positions started again (RESET MASTER, a failover) "
-                                      "in landing lines without an epoch, inferred from the landing order (anomaly "
-                                      "epoch_inferred; docs/binlog-epochs.md). 0 when none."),
+        ("inferred_epochs", "BIGINT", "Binlog sources: times the positions started again (RESET MASTER, a restore) "
+                                      "or another server's lines followed (a failover, a fail-back) in landing lines "
+                                      "without an epoch, inferred from the landing order (anomaly epoch_inferred; "
+                                      "docs/binlog-epochs.md). 0 when none."),
         ("status", "STRING", "ok; waiting: no landing file of the source yet (onboarded before its first capture); "
                              "stopped: a flow of the source failed in the latest update, or was skipped because "
                              "what it reads was left unfinished (the next update retries it)."),
@@ -201,7 +202,8 @@ HELD_TRANSACTIONS = GoldTable(
     "their commit lands, never dropped (a released one no longer holds gold back).",
     (
         SOURCE, TXN_ID,
-        ("status", "STRING", "open: no commit yet; unterminated: a new transaction began on the connection first; "
+        ("status", "STRING", "open: no commit yet; unterminated: a new transaction began on the connection first, "
+                             "or its server's next boundary is of a later epoch (held_because says why); "
                              "incomplete: a line of it is in quarantine (held_because names it)."),
         ("begin_ts", "TIMESTAMP", "Time the transaction began (first event or operation)."),
         ("age_seconds", "DOUBLE", "measured_at minus begin_ts, in seconds."),
@@ -211,7 +213,8 @@ HELD_TRANSACTIONS = GoldTable(
         ("gtid", "STRING", "GTID, when GTIDs are on (binlog)."),
         ("position", "STRUCT<file: STRING, pos: BIGINT, epoch: BIGINT>", "Binlog position, when known."),
         ("held_because", "STRING", "For an incomplete transaction: its quarantined lines (file, line, reason); "
-                                   "it completes when the corrected lines land."),
+                                   "it completes when the corrected lines land. For one whose server's next boundary "
+                                   "is of a later epoch: why no order can be inferred (docs/binlog-epochs.md)."),
         ("released", "BOOLEAN", "Given up on by the release policy (cdc_lakehouse.held_release_after_minutes): "
                                 "gold no longer waits for it; its changes apply if its commit still lands."),
         ("measured_at", "TIMESTAMP", "When the pipeline update measured this row."),

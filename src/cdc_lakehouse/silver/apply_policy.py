@@ -60,7 +60,8 @@ ANOMALY_COLUMNS = (
                           "unknown_op, incomplete_key, bad_row_image, missing_sequence, value_does_not_fit, "
                           "undeclared_column, statement_dml (a DML statement logged as SQL: the replicas may "
                           "diverge until the next snapshot), epoch_inferred (binlog positions started again "
-                          "without an epoch: no table), or an impossible pair such as insert_after_insert."),
+                          "without an epoch, or another server's lines followed: no table), or an impossible "
+                          "pair such as insert_after_insert."),
     ("applied_as", "STRING", "What the replicas did with the change: INSERT, UPDATE, DELETE, or NONE (not applied)."),
     ("detail", "STRING", "Why this is an anomaly, in words."),
     ("user", "STRING", "Database user that ran the transaction."),
@@ -227,15 +228,24 @@ def statement_anomaly() -> Column:
 
 def epoch_anomaly() -> Column:
     """The anomaly of an epoch inferred from the landing (silver/binlog_epochs.py; NULL for other
-    changes): where the positions started again and which landed line showed it."""
-    image = F.from_json(F.col("row"), "file string, pos long, epoch long, landed_in string, _line long")
+    changes): where the positions started again, or which server the source switched from, and
+    which landed line showed it."""
+    image = F.from_json(F.col("row"), "file string, pos long, epoch long, switched_from long, landed_in string, _line long")
+    server = F.get_json_object("key", "$.server_id")
+    line = F.concat(F.lit("line "), image["_line"].cast("string"), F.lit(" of "), image["landed_in"])
+    at = F.concat_ws(":", image["file"], image["pos"].cast("string"))
+    reused = F.concat(
+        F.lit("binlog positions of server "), server,
+        F.lit(" started again without an epoch in the landing lines (RESET MASTER, a restore or a failover): "),
+        line, F.lit(" holds at "), at, F.lit(" other content than the line landed there before"))
+    switched = F.concat(
+        F.lit("server "), image["switched_from"].cast("string"), F.lit(" → server "), server,
+        F.lit(": the binlog lines of server "), server, F.lit(" follow those of server "),
+        image["switched_from"].cast("string"), F.lit(" in the landing order without an epoch or GTIDs (a failover, "
+                                                    "or a fail-back): "), line, F.lit(" at "), at, F.lit(" is its first"))
     detail = F.concat(
-        F.lit("binlog positions of server "), F.get_json_object("key", "$.server_id"),
-        F.lit(" started again without an epoch in the landing lines (RESET MASTER, a restore or a failover): "
-              "line "), image["_line"].cast("string"), F.lit(" of "), image["landed_in"], F.lit(" holds at "),
-        F.concat_ws(":", image["file"], image["pos"].cast("string")),
-        F.lit(" other content than the line landed there before, so it starts inferred epoch "),
-        image["epoch"].cast("string"),
+        F.when(image["switched_from"].isNotNull(), switched).otherwise(reused),
+        F.lit(", so it starts inferred epoch "), image["epoch"].cast("string"),
         F.lit(": it and the lines landed after it apply after everything before them (docs/binlog-epochs.md)"),
     )
     marked = F.coalesce(F.array_contains(F.col("anomalies"), EPOCH_INFERRED), F.lit(False))

@@ -8,7 +8,7 @@ never has to sit in one task's memory; its row events find it by an equi-join.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import binlog_position
@@ -35,13 +35,14 @@ def with_lsn(events: DataFrame) -> DataFrame:
     return events.withColumn("lsn", log_position())
 
 
-def distinct_events(events: DataFrame) -> DataFrame:
+def distinct_events(events: DataFrame, seed: binlog_epochs.Seed | None = None) -> DataFrame:
     """A re-delivered file repeats positions; one event per (server, epoch, file, pos) is kept,
     an accepted one rather than a gap (a quarantined line whose corrected line has landed), and
     the line that starts an inferred epoch rather than its re-delivery. A position reused with
-    other content is no re-delivery: it is of an epoch inferred from the landing order
-    (silver/binlog_epochs.py), so it has an identity, and a place in the log, of its own."""
-    lsn = with_lsn(binlog_epochs.with_inferred_epochs(events))
+    other content, or a server's that follows another's, is no re-delivery: it is of an epoch
+    inferred from the landing order (silver/binlog_epochs.py, from ``seed`` for a batch
+    assembled from held state), so it has an identity, and a place in the log, of its own."""
+    lsn = with_lsn(binlog_epochs.with_inferred_epochs(events, seed))
     kept_first = F.struct(binlog_gaps.is_gap(), ~F.col(binlog_epochs.RESET))
     first = F.min_by(F.struct(*lsn.columns), kept_first).alias("__event")
     return inside_transactions(lsn.groupBy("server_id", "lsn").agg(first).select("__event.*"))
@@ -60,7 +61,8 @@ def inside_transactions(events: DataFrame) -> DataFrame:
 
 def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     """Every transaction the boundary events show, with its status: ``committed``,
-    ``rolled_back``, or one of ``HELD`` (not applied yet), and ``held_because`` for an incomplete one."""
+    ``rolled_back``, or one of ``HELD`` (not applied yet), and ``held_because`` for an incomplete one
+    and for one whose server's next boundary is of a later epoch."""
     bounds = events.filter(F.col("type").isin(*BOUNDARY_TYPES))
     in_log_order = Window.partitionBy("server_id").orderBy("lsn")
     nxt = lambda c: F.lead(c).over(in_log_order)  # noqa: E731 - reads better than 4 copies
@@ -72,11 +74,13 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     # Landing files arrive in any order: the next boundary in the log seen so far may be the end
     # of another transaction whose events in between have not landed yet. Its GTID says so.
     other_txn = F.col("gtid").isNotNull() & F.col("end_gtid").isNotNull() & (F.col("gtid") != F.col("end_gtid"))
-    # A transaction never spans epochs: positions started again, and nothing can end it.
-    epoch = binlog_position.epoch_of
-    other_txn = other_txn | (epoch(F.col("lsn")) != epoch(F.col("end_lsn")))
+    # A transaction never spans epochs: positions started again, or another server's lines
+    # landed before its end, and nothing can end it.
+    cut = binlog_position.epoch_of(F.col("lsn")) != binlog_position.epoch_of(F.col("end_lsn"))
+    other_txn = other_txn | cut
     txns = starts.select(
         "_source", "server_id", "gtid", "thread_id",
+        F.when((F.col("type") != "ddl") & cut, _cut_note()).alias("__cut"),
         F.col("lsn").alias("begin_lsn"),
         F.col("ts").alias("begin_ts"),
         F.when(F.col("type") == "ddl", F.col("lsn")).otherwise(F.col("end_lsn")).alias("end_lsn"),
@@ -98,7 +102,21 @@ def transactions(events: DataFrame, sessions: DataFrame | None) -> DataFrame:
     txns = txns.withColumn("txn_id", transaction_id()).withColumn(
         "commit_ts", F.timestamp_seconds(F.col("commit_ts_s"))
     )
-    return with_session_user(binlog_gaps.held_by_gaps(txns, events), sessions)
+    held = binlog_gaps.held_by_gaps(txns, events)  # a quarantined line inside says more: it comes first
+    held = held.withColumn("held_because", F.coalesce("held_because", F.when(F.col("status") == "unterminated", F.col("__cut"))))
+    return with_session_user(held.drop("__cut"), sessions)
+
+
+def _cut_note() -> Column:
+    """Why a transaction whose server's next boundary is of a later epoch is held (docs/binlog-epochs.md)."""
+    epoch = lambda c: binlog_position.epoch_of(F.col(c)).cast("string")  # noqa: E731
+    return F.concat(
+        F.lit("no order can be inferred: its begin is of epoch "), epoch("lsn"), F.lit(" and the next boundary of server "),
+        F.col("server_id").cast("string"), F.lit(" ("), F.col("end_type"), F.lit(" at "),
+        F.concat_ws(":", "end_file", F.col("end_pos").cast("string")), F.lit(") of epoch "), epoch("end_lsn"),
+        F.lit(": lines of another server (a failover, or two servers' lines interleaved) or positions that started "
+              "again landed between them (docs/binlog-epochs.md)"),
+    )
 
 
 def transaction_id():
