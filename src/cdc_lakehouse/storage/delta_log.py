@@ -54,3 +54,22 @@ def checksum_transactions(log: Path, version: int) -> dict[str, int] | None:
     if transactions is None:
         return None
     return {t["appId"]: int(t["version"]) for t in transactions}
+
+
+def listed_files(log: Path, version: int) -> tuple[list[str], str] | None:
+    """The data files of ``version`` and its schema (Delta's JSON form), from the version's
+    checksum file, when reading those files as Parquet reads the table: Delta lists every file
+    there for a table of few files, and a file's rows are all live unless it has a deletion
+    vector. None (ask Delta) without a checksum or its file list, for a partitioned table (its
+    partition values are in the log, not the files), with a deletion vector, or with column
+    mapping by id."""
+    found = checksum(log, version)
+    if found is None or "allFiles" not in found or "metadata" not in found:
+        return None
+    metadata = found["metadata"]
+    if metadata.get("partitionColumns") or metadata.get("configuration", {}).get("delta.columnMapping.mode") == "id":
+        return None
+    files = found["allFiles"]
+    if any(f.get("deletionVector") for f in files):
+        return None
+    return [f["path"] for f in files], metadata["schemaString"]

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
-from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version
+from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
 )
@@ -141,10 +141,20 @@ class DeltaSparkStore:
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table as of ``version``, by default the version it has now. Pinned: an unpinned
         Delta read finds the latest version again each time it runs, so a frame read before a
-        write would see that write (the delta-rs store reads a snapshot's files)."""
+        write would see that write.
+
+        A version whose checksum file lists its data files is read as those Parquet files, as
+        the delta-rs store reads a snapshot's: a Delta read plans its scan again in every query
+        that reads it (Delta's ``PrepareDeltaScan`` rebuilds and filters the version's file
+        list, with Spark jobs), which was a third of the driver's work in a small update; the
+        file list is all a small table's scan needs (docs/storage.md, "Reads of small tables")."""
         at = self.version(name) if version is None else version
         if at is None:
             raise self._missing(name)
+        listed = listed_files(self.path(name) / "_delta_log", at)
+        if listed is not None:
+            paths, schema = listed
+            return self._files(name, T.StructType.fromJson(json.loads(schema)), paths)
         return self.spark.read.format("delta").option("versionAsOf", at).load(self._uri(name))
 
     def column_max(self, name: str, column: str):
@@ -179,19 +189,27 @@ class DeltaSparkStore:
                 add = action.get("add")
                 if add is not None and add.get("dataChange", True):
                     added.append((add["path"], _num_records(add)))
-        schema = self.read(name, up_to).schema
+        schema = self._schema(name, up_to)
         if not added:
             return self.spark.createDataFrame([], schema), 0
-        df = self._files(name, self._existing(name), [p for p, _ in added])
+        df = self._files(name, schema, [p for p, _ in added])
         counts = [n for _, n in added if n is not None]
         return df, sum(counts) if len(counts) == len(added) else df.count()
 
-    def _files(self, name: str, snapshot, paths: list[str]) -> DataFrame:
+    def _schema(self, name: str, version: int) -> T.StructType:
+        """The table's schema at ``version`` as its log holds it: with column mapping, each
+        field's metadata names its physical column."""
+        found = (checksum(self.path(name) / "_delta_log", version) or {}).get("metadata")
+        text = found["schemaString"] if found else self._existing(name).metadata().schemaString()
+        return T.StructType.fromJson(json.loads(text))
+
+    def _files(self, name: str, logical: T.StructType, paths: list[str]) -> DataFrame:
         """Data files of the table read as Parquet, under their logical column names (with column
         mapping a file holds each column under its physical name)."""
+        if not paths:
+            return self.spark.createDataFrame([], logical)
         root = self.path(name)
         files = [glob_literal(str(root / _unquote(p))) for p in paths]
-        logical = T.StructType.fromJson(json.loads(snapshot.metadata().schemaString()))
         physical = _physical(logical)
         assert isinstance(physical, T.StructType)
         df = self.spark.read.schema(physical).option("basePath", str(root)).parquet(*files)
