@@ -30,7 +30,7 @@ def define_audit() -> None:
         def due():
             due = source_changes_due(spark.readStream.table, spark.read.table, settings, source)
             if not inputs.has_enrichments(settings, source):
-                return audit.due_audit_rows(with_enrichments(due, None), settings, source)
+                return audit.due_audit_rows(due, settings, source)
             enriched = inputs.enrichments_table(settings, source)
             taken = taken_changes(spark.readStream.table(enriched), spark.read.table(inputs.changes_table(settings, source)),
                                   audit.watermarks(spark.read.table, settings), source)

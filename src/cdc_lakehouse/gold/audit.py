@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import images, inputs
 from cdc_lakehouse.gold.commit_point import at_point
-from cdc_lakehouse.gold.enrichments import taken_changes, with_enrichments
+from cdc_lakehouse.gold.enrichments import taken_changes, with_enriched_at, with_enrichments
 from cdc_lakehouse.gold.replicas import table_changes
 from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
 from cdc_lakehouse.silver.declared_types import declared_table
@@ -73,10 +73,12 @@ def due_audit_rows(due: DataFrame, settings, source: str) -> DataFrame:
 
 
 def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
-    """Change stream rows of one table, with ``ENRICHED_AT`` (enrichments.with_enrichments) ->
-    audit rows of those the replicas applied, with the flow's column filters applied."""
+    """Change stream rows of one table, with ``ENRICHED_AT`` where sessions can correct who ran
+    them (enrichments.with_enrichments) -> audit rows of those the replicas applied, with the
+    flow's column filters applied."""
     filters = flow.column_filters
     op = F.col("op")
+    changes = with_enriched_at(changes)
     # silver keeps the image before the transaction in `before`, and the deleted image in `row`.
     before = F.when(op != "INSERT", images.image(F.coalesce("before", F.when(op == "DELETE", F.col("row"))), filters))
     with_images = _applicable(changes, flow).select(
@@ -222,9 +224,7 @@ def _sequenced(committed: DataFrame) -> DataFrame:
 
 def _audit_transaction_rows(txns: DataFrame) -> DataFrame:
     duration = (F.unix_micros("commit_ts") - F.unix_micros("begin_ts")) / 1e6
-    if ENRICHED_AT not in txns.columns:  # a shadow source's, or a table kept before enrichments
-        txns = txns.withColumn(ENRICHED_AT, F.lit(None).cast("timestamp"))
-    return txns.select(
+    return with_enriched_at(txns).select(
         "source", "txn_id", "commit_ts", "begin_ts", duration.alias("duration_s"), "sequence", "user", "role",
         "client", "application", "tables", "rows_changed", "inserts", "updates", "deletes",
         F.coalesce("anomalies", F.array().cast("array<string>")).alias("anomalies"),

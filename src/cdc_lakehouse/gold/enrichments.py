@@ -31,11 +31,17 @@ def latest(enriched: DataFrame) -> DataFrame:
         *TXN, F.col("__e.user").alias("__user"), F.col("__e.role").alias("__role"), F.col(f"__e.{ENRICHED_AT}").alias(ENRICHED_AT))
 
 
+def with_enriched_at(rows: DataFrame) -> DataFrame:
+    """``rows`` with ``ENRICHED_AT``, NULL where they have none: a source without sessions (shadow),
+    or a table kept before enrichments."""
+    return rows if ENRICHED_AT in rows.columns else rows.withColumn(ENRICHED_AT, F.lit(None).cast("timestamp"))
+
+
 def with_enrichments(changes: DataFrame, enriched: DataFrame | None) -> DataFrame:
     """``changes`` with the user and role of their transaction's latest enrichment, and its
     ``ENRICHED_AT`` (NULL: not enriched, or a source without sessions: ``enriched`` None)."""
     if enriched is None:
-        return changes.withColumn(ENRICHED_AT, F.lit(None).cast("timestamp"))
+        return with_enriched_at(changes)
     keyed = changes.withColumn("__position", F.col("sequence.position"))
     joined = keyed.join(F.broadcast(latest(enriched)), TXN, "left")
     found = F.col(ENRICHED_AT).isNotNull()
