@@ -25,9 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cdc.apply import SEQ, with_sequence_of
-from cdc_lakehouse.contract.landing import to_json
 from cdc_lakehouse.contract.lines import binlog_event, row_image, session
-from cdc_lakehouse.contract.writer import LandingFile
 from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver.session_enrichment import enrichments, latest_versions
@@ -40,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
 from bench.workload import write_onboarding  # noqa: E402
+from binlog_lines import land  # noqa: E402
 
 T0 = 1772442000  # 2026-03-02T09:00:00Z: transactions begin around it; update k reads at T0 + 3600 * (k + 1)
 SESSIONS = "server_id long, thread_id long, connected_at timestamp, user string, role string, _ingested_at timestamp"
@@ -242,15 +241,6 @@ def _txn(pos: int, xid: int, thread: int, order_id: int) -> list[dict]:
             binlog_event(1, FILE, pos + 100, T0, None, "commit", xid=xid)]
 
 
-def _land(landing: Path, folder: str, name: str, lines: list[dict]) -> None:
-    path = landing / SOURCE / folder
-    path.mkdir(parents=True, exist_ok=True)
-    out = LandingFile(path / name)
-    for line in lines:
-        out.write(to_json(line))
-    out.close()
-
-
 def _thread_sessions(thread: int) -> list[dict]:
     """alice/auditor connected a minute before the transactions began, mallory/intruder a minute after."""
     return [session(1, thread, "2026-03-02T08:59:00Z", "alice", "auditor"),
@@ -265,13 +255,13 @@ def late_sessions_lake(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("late_sessions")
     landing, lake = tmp / "landing", tmp / "lake"
     onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog",))
-    _land(landing, "sessions", "sessions-1.jsonl", _thread_sessions(43))
-    _land(landing, "binlog", f"{FILE}-1.jsonl", _txn(4, 8, 42, 50))
+    land(landing, SOURCE, "sessions", "sessions-1.jsonl", _thread_sessions(43))
+    land(landing, SOURCE, "binlog", f"{FILE}-1.jsonl", _txn(4, 8, 42, 50))
     harness.run_project(spark, landing, lake, onboarding)
     store = DeltaRsStore(spark, lake)
     first = {t: store.read(t).collect() for t in (f"silver.{SOURCE}_transactions", "gold.audit_log", "gold.audit_transactions")}
-    _land(landing, "sessions", "sessions-2.jsonl", _thread_sessions(42))
-    _land(landing, "binlog", f"{FILE}-2.jsonl", _txn(304, 9, 43, 51))
+    land(landing, SOURCE, "sessions", "sessions-2.jsonl", _thread_sessions(42))
+    land(landing, SOURCE, "binlog", f"{FILE}-2.jsonl", _txn(304, 9, 43, 51))
     harness.run_project(spark, landing, lake, onboarding)
     return store, first
 

@@ -12,6 +12,12 @@ from cdc_lakehouse.silver.transactions_table import PROGRESS, TXN_KEYS, binlog_t
 settings = PipelineSettings.from_spark(spark)
 
 
+def appended_table(name: str, flow: str, comment: str):
+    """A silver streaming table filled by one append flow: the query it decorates."""
+    dp.create_streaming_table(name, comment=comment, table_properties={"quality": "silver"})
+    return dp.append_flow(target=name, name=flow)
+
+
 def define_binlog_transactions(source: str) -> None:
     """Each update appends the rows of the transactions its new binlog events belong to
     (transactions_table.py) to the versions table, which the transactions table upserts; and the
@@ -22,13 +28,8 @@ def define_binlog_transactions(source: str) -> None:
     versions = f"{settings.silver}.{source}_transaction_versions"
     enriched = f"{settings.silver}.{source}_session_enrichments"
 
-    dp.create_streaming_table(
-        versions, comment=f"Every row of silver.{source}_transactions as the binlog events made it, appended: "
-        "where a session that lands later finds the transactions of its thread.",
-        table_properties={"quality": "silver"},
-    )
-
-    @dp.append_flow(target=versions, name=f"{source}_transaction_versions")
+    @appended_table(versions, f"{source}_transaction_versions", f"Every row of silver.{source}_transactions as the "
+                    "binlog events made it, appended: where a session that lands later finds the transactions of its thread.")
     def transaction_versions():
         return binlog_transaction_batch(
             with_gaps(spark.readStream.table(events), spark.readStream.table(quarantined)),
@@ -37,13 +38,8 @@ def define_binlog_transactions(source: str) -> None:
             spark.readStream.table(changes), spark.read.table(changes),
         )
 
-    dp.create_streaming_table(
-        enriched, comment=f"Rows of silver.{source}_transactions whose user and role a session that landed after "
-        "them corrected, with enriched_at: when that session landed.",
-        table_properties={"quality": "silver"},
-    )
-
-    @dp.append_flow(target=enriched, name=f"{source}_session_enrichments")
+    @appended_table(enriched, f"{source}_session_enrichments", f"Rows of silver.{source}_transactions whose user and "
+                    "role a session that landed after them corrected, with enriched_at: when that session landed.")
     def session_enrichments():
         new_versions = spark.readStream.table(versions)
         return enrichments(spark.readStream.table(sessions), spark.read.table(sessions), spark.read.table(versions),
