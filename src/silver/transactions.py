@@ -41,7 +41,7 @@ def define_binlog_transactions(source: str) -> None:
     @appended_table(enriched, f"{source}_session_enrichments", f"Rows of silver.{source}_transactions whose user and "
                     "role a session that landed after them corrected, with enriched_at: when that session landed.")
     def session_enrichments():
-        new_versions = spark.readStream.table(versions)
+        new_versions = spark.readStream.table(versions)  # a streaming query cannot tell this update's (enrichments)
         return enrichments(spark.readStream.table(sessions), spark.read.table(sessions), spark.read.table(versions),
                            None if new_versions.isStreaming else new_versions)
 

@@ -4,7 +4,10 @@ committed, and what it touched.
 A binlog source's table is kept by AUTO CDC, keyed by where each transaction begins in its
 server's log (``TXN_KEYS``): each update upserts the transactions its new events belong to, as
 the change stream assembles them (held state, not all of bronze), with the counts of the changes
-the change stream emitted for them in the same events. A transaction advances from ``open`` or
+the change stream emitted for them in the same events. Those rows are appended to
+``silver.<source>_transaction_versions`` first, which the table is upserted from: the one place
+where a flow may look transactions up by thread (the table itself cannot be read by a flow that
+writes it). A transaction advances from ``open`` or
 ``unterminated`` to an end (``PROGRESS``), never back. A shadow source's table is still
 recomputed in full (a materialized view).
 
