@@ -3,8 +3,13 @@ lines of one landing file, read by an update at a given second, with their prove
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from cdc_lakehouse.contract.landing import to_json
+from cdc_lakehouse.contract.writer import LandingFile
 
 EVENTS = ("server_id long, file string, pos long, ts long, gtid string, type string, xid long, thread_id long, "
           "schema string, table string, query string, epoch long, _source string, _source_file string, _line long, "
@@ -35,3 +40,13 @@ def union(frames: list[DataFrame]) -> DataFrame:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def land(landing: Path, source: str, folder: str, name: str, lines: list[dict]) -> None:
+    """One landing file of ``source`` in ``folder`` (binlog, sessions), written as capture writes it."""
+    path = landing / source / folder
+    path.mkdir(parents=True, exist_ok=True)
+    out = LandingFile(path / name)
+    for line in lines:
+        out.write(to_json(line))
+    out.close()

@@ -20,9 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from cdc_lakehouse.contract.landing import to_json
 from cdc_lakehouse.contract.lines import binlog_event, row_image, session
-from cdc_lakehouse.contract.writer import LandingFile
 from cdc_lakehouse.silver import binlog_epochs, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.storage import DeltaRsStore
@@ -32,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench import harness  # noqa: E402
 from bench.workload import write_onboarding  # noqa: E402
-from binlog_lines import READ_AT, landed, landed_file, union  # noqa: E402
+from binlog_lines import READ_AT, land, landed, landed_file, union  # noqa: E402
 
 SOURCE, FILE, T = "bench", "mysql-bin.000001", READ_AT
 FAILOVER_AFTER = 5400  # seconds from the old server's last commit to the new one's first
@@ -231,15 +229,6 @@ def test_batches_assembled_from_held_state_place_every_event_in_its_era(spark, u
 
 
 # -- the whole pipeline: the issue's example ---------------------------------------------------
-def _land(landing: Path, folder: str, name: str, lines: list[dict]) -> None:
-    path = landing / SOURCE / folder
-    path.mkdir(parents=True, exist_ok=True)
-    out = LandingFile(path / name)
-    for line in lines:
-        out.write(to_json(line))
-    out.close()
-
-
 @pytest.fixture(scope="module")
 def failover_lake(spark, tmp_path_factory):
     """Three updates: server 1's log (and who was connected to each server); server 2's, which a
@@ -247,13 +236,13 @@ def failover_lake(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("failover")
     landing, lake = tmp / "landing", tmp / "lake"
     onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog",))
-    _land(landing, "sessions", "sessions.jsonl", [session(1, 21, "2026-03-02T07:00:00Z", "alice", "app"),
+    land(landing, SOURCE, "sessions", "sessions.jsonl", [session(1, 21, "2026-03-02T07:00:00Z", "alice", "app"),
                                                   session(2, 21, "2026-03-02T07:00:00Z", "bob", "app")])
-    _land(landing, "binlog", f"{FILE}.jsonl", SERVER_1)
+    land(landing, SOURCE, "binlog", f"{FILE}.jsonl", SERVER_1)
     harness.run_project(spark, landing, lake, onboarding, layers=("bronze", "silver"))  # gold reads silver once, last
-    _land(landing, "binlog", f"server2-{FILE}.jsonl", SERVER_2)
+    land(landing, SOURCE, "binlog", f"server2-{FILE}.jsonl", SERVER_2)
     harness.run_project(spark, landing, lake, onboarding, layers=("bronze", "silver"))
-    _land(landing, "binlog", f"{FILE}-again.jsonl", SERVER_1)
+    land(landing, SOURCE, "binlog", f"{FILE}-again.jsonl", SERVER_1)
     harness.run_project(spark, landing, lake, onboarding)
     return DeltaRsStore(spark, lake)
 

@@ -5,6 +5,7 @@ from pyspark import pipelines as dp
 
 from cdc_lakehouse.gold import audit, inputs
 from cdc_lakehouse.gold.coherent import source_changes_due
+from cdc_lakehouse.gold.enrichments import taken_changes, with_enrichments
 from cdc_lakehouse.gold.schemas import (
     AUDIT_CHANGES_BY_USER_DAY, AUDIT_LOG, AUDIT_ROW_LAST_CHANGE, AUDIT_TRANSACTIONS,
 )
@@ -24,13 +25,20 @@ def define_audit() -> None:
         """Each update applies the source's changes between the old commit point and the new one."""
         view = f"gold_{source}_audit_changes"
 
-        @dp.temporary_view(name=view, comment=f"Audit rows of the changes of {source} that gold takes in this update.")
+        @dp.temporary_view(name=view, comment=f"Audit rows of the changes of {source} that gold takes in this update, "
+                           "and of those it took whose user a session that landed later corrects.")
         def due():
             due = source_changes_due(spark.readStream.table, spark.read.table, settings, source)
-            return audit.due_audit_rows(due, settings, source)
+            if not inputs.has_enrichments(settings, source):
+                return audit.due_audit_rows(due, settings, source)
+            enriched = inputs.enrichments_table(settings, source)
+            taken = taken_changes(spark.readStream.table(enriched), spark.read.table(inputs.changes_table(settings, source)),
+                                  audit.watermarks(spark.read.table, settings), source)
+            changes = due.unionByName(taken, allowMissingColumns=True)
+            return audit.due_audit_rows(with_enrichments(changes, spark.read.table(enriched)), settings, source)
 
-        dp.create_auto_cdc_flow(target=AUDIT_LOG_TABLE, source=view, keys=audit.AUDIT_KEYS, sequence_by="sequence",
-                                name=f"gold_{source}_audit_log")
+        dp.create_auto_cdc_flow(target=AUDIT_LOG_TABLE, source=view, keys=audit.AUDIT_KEYS,
+                                sequence_by=audit.audit_sequence(), name=f"gold_{source}_audit_log")
 
 
     def define_audit_transactions(source: str) -> None:
@@ -40,12 +48,17 @@ def define_audit() -> None:
 
         @dp.temporary_view(name=view, comment=f"Audit rows of the transactions of {source} that gold takes in this update.")
         def due():
-            return audit.due_audit_transactions(
+            transactions = spark.read.table(inputs.transactions_table(settings, source))
+            changes = spark.read.table(inputs.changes_table(settings, source))
+            points = audit.watermarks(spark.read.table, settings)
+            rows = audit.due_audit_transactions(
                 source_changes_due(spark.readStream.table, spark.read.table, settings, source),
-                spark.read.table(inputs.transactions_table(settings, source)),
-                spark.read.table(inputs.changes_table(settings, source)),
-                audit.watermarks(spark.read.table, settings), source,
+                transactions, changes, points, source,
             )
+            if not inputs.has_enrichments(settings, source):
+                return rows
+            enriched = spark.readStream.table(inputs.enrichments_table(settings, source))
+            return rows.unionByName(audit.enriched_audit_transactions(enriched, transactions, changes, points, source))
 
         dp.create_auto_cdc_flow(target=AUDIT_TRANSACTIONS_TABLE, source=view, keys=audit.AUDIT_TRANSACTION_KEYS,
                                 sequence_by=audit.KNOWN, except_column_list=[audit.KNOWN],

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, FloatType
+from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from cdc_lakehouse.cdc.widening import fit_to_target
 from cdc_lakehouse.storage import UpsertSpec
@@ -195,7 +195,7 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     state_name = state_table_name(target)
     if not facts.rows and not facts.truncates and store.exists(target) and store.exists(state_name):
         return 0  # nothing to apply: neither table gets a commit (the checkpoint records the batch)
-    state = store.read(state_name) if store.exists(state_name) else None
+    state = with_sequence_of(store.read(state_name), prepared) if store.exists(state_name) else None
     events = distinct_events(prepared, spec.keys, facts)
     # Only a batch with a truncate reads the whole state (every key it may delete).
     truncates = spec.apply_as_truncates is not None and facts.truncates > 0
@@ -226,6 +226,20 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         # flow and finds it there; the runner drops the caches once both have run.
         effective.unpersist()
         scope.release()
+
+
+def with_sequence_of(state: DataFrame, prepared: DataFrame) -> DataFrame:
+    """The state with its sequences read as the batch's type where the flow's ``sequence_by``
+    gained trailing fields since (a struct that learned another tie-breaker): an older value has
+    NULL there, as Delta reads a field a schema evolution added, and NULL orders first. The
+    state's first merge of the wider sequence evolves its schema so (merge with schema evolution)."""
+    old, new = state.schema[SEQ].dataType, prepared.schema[SEQ].dataType
+    if not (isinstance(old, StructType) and isinstance(new, StructType)) or old == new:
+        return state
+    if old.fieldNames() != new.fieldNames()[:len(old.fields)]:
+        return state  # not an addition of fields: comparing them is an error, as it would be on Databricks
+    fields = [F.col(f"{SEQ}.{f.name}") if f.name in old.fieldNames() else F.lit(None).cast(f.dataType) for f in new.fields]
+    return state.withColumn(SEQ, F.struct(*[c.alias(f.name) for c, f in zip(fields, new.fields)]))
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,13 @@ from pyspark.sql import functions as F
 
 from cdc_lakehouse.gold import images, inputs
 from cdc_lakehouse.gold.commit_point import at_point
+from cdc_lakehouse.gold.enrichments import taken_changes, with_enriched_at, with_enrichments
 from cdc_lakehouse.gold.replicas import table_changes
 from cdc_lakehouse.gold.schemas import AUDIT_TRANSACTIONS, REPLICATION_WATERMARK
 from cdc_lakehouse.silver.declared_types import declared_table
 from cdc_lakehouse.silver.replica_input import change_rejection, key_columns, with_misfits
 from cdc_lakehouse.silver.schema_changes import ALTER
+from cdc_lakehouse.silver.transactions_table import ENRICHED_AT
 from cdc_lakehouse.silver.truncates import TRUNCATE
 
 
@@ -33,6 +35,15 @@ def watermarks(read, settings) -> DataFrame:
 
 # gold.audit_log is applied with AUTO CDC: one row per transaction and row, its latest recording.
 AUDIT_KEYS = ["txn_id", "source", "schema", "table", "key"]
+
+
+def audit_sequence() -> Column:
+    """The AUTO CDC sequence of an audit row: its change's ``sequence``, then its enrichment
+    (gold/enrichments.py; NULL, the least, when none), so a row corrected by a session that
+    landed later wins over the row it corrects. The last field came with enrichments: a state
+    kept before reads it as NULL (cdc/apply.py)."""
+    return F.struct(F.col("sequence.position").alias("position"), F.col("sequence.txn").alias("txn"),
+                    F.col(ENRICHED_AT).alias(ENRICHED_AT))
 WHOLE_TABLE = "{}"  # the key of a TRUNCATE's audit row: the whole table (AUTO CDC keys are never NULL)
 
 
@@ -46,11 +57,14 @@ def audit_log(read, settings) -> DataFrame:
 def _table_audit(read, settings, flow, points: DataFrame) -> DataFrame:
     changes = table_changes(read(inputs.changes_table(settings, flow.source)), flow)
     pinned = at_point(changes, points, flow.source).filter(applied())
-    return audit_rows(pinned, flow, inputs.gold_name(settings, flow.gold_table))
+    enriched = inputs.existing(read, [inputs.enrichments_table(settings, flow.source)])
+    return audit_rows(with_enrichments(pinned, enriched[0][1] if enriched else None), flow,
+                      inputs.gold_name(settings, flow.gold_table))
 
 
 def due_audit_rows(due: DataFrame, settings, source: str) -> DataFrame:
-    """Audit rows of the source's changes ``due`` now (coherent.due_changes)."""
+    """Audit rows of the source's changes ``due`` now (coherent.due_changes), with who their
+    enrichments say (``ENRICHED_AT``: enrichments.with_enrichments)."""
     parts = [
         audit_rows(table_changes(due, flow).filter(applied()), flow, inputs.gold_name(settings, flow.gold_table))
         for flow in inputs.flows_of(settings, source)
@@ -59,10 +73,12 @@ def due_audit_rows(due: DataFrame, settings, source: str) -> DataFrame:
 
 
 def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
-    """Change stream rows of one table -> audit rows of those the replicas applied, with the
+    """Change stream rows of one table, with ``ENRICHED_AT`` where sessions can correct who ran
+    them (enrichments.with_enrichments) -> audit rows of those the replicas applied, with the
     flow's column filters applied."""
     filters = flow.column_filters
     op = F.col("op")
+    changes = with_enriched_at(changes)
     # silver keeps the image before the transaction in `before`, and the deleted image in `row`.
     before = F.when(op != "INSERT", images.image(F.coalesce("before", F.when(op == "DELETE", F.col("row"))), filters))
     with_images = _applicable(changes, flow).select(
@@ -80,7 +96,7 @@ def audit_rows(changes: DataFrame, flow, gold_table: str) -> DataFrame:
         F.col("__changed").alias("changed_columns"),
         F.col("__before").alias("before"), F.col("__after").alias("after"),
         images.changed_values(F.col("__changed"), F.col("__before"), F.col("__after")).alias("changed_values"),
-        "origin", "anomalies", F.col("op_count").cast("bigint").alias("op_count"),
+        "origin", "anomalies", F.col("op_count").cast("bigint").alias("op_count"), ENRICHED_AT,
     )
 
 
@@ -140,8 +156,27 @@ def due_audit_transactions(due: DataFrame, transactions: DataFrame, changes: Dat
         without = (_without_changes(committed, points, source).join(facts, "txn_id", "left_anti")
                    .withColumn("__change_sequence", F.lit(None)))
         rows = _audit_transaction_rows(_sequenced(with_changes.unionByName(without, allowMissingColumns=True)))
+    return known(rows)
+
+
+def known(rows: DataFrame) -> DataFrame:
+    """Audit transaction rows with ``KNOWN``: later in commit order, then more changes, then more
+    anomalies known, then a later enrichment of the user (NULL, the least: none)."""
     return rows.withColumn(KNOWN, F.struct(F.col("sequence").alias("sequence"), F.col("rows_changed").alias("rows"),
-                                            F.size("anomalies").alias("anomalies")))
+                                            F.size("anomalies").alias("anomalies"), F.col(ENRICHED_AT).alias(ENRICHED_AT)))
+
+
+def enriched_audit_transactions(new_enriched: DataFrame, transactions: DataFrame, changes: DataFrame,
+                                points: DataFrame, source: str) -> DataFrame:
+    """The audit transaction rows, with ``KNOWN``, of the transactions ``new_enriched`` corrects
+    (silver/session_enrichment.py) that gold has taken (enrichments.taken_changes): their
+    ``ENRICHED_AT`` makes them win over the rows they correct. The streaming form (Databricks)
+    joins the new enrichments to ``source_transactions`` of all of ``changes``."""
+    txns = new_enriched.select("txn_id")
+    if new_enriched.isStreaming:
+        return known(txns.join(source_transactions(transactions, changes, None, source), "txn_id"))
+    enriched = transactions.join(F.broadcast(txns.dropDuplicates()), "txn_id", "left_semi")
+    return known(source_transactions(enriched, taken_changes(new_enriched, changes, points, source), points, source))
 
 
 def streamed_due_transactions(due: DataFrame, transactions: DataFrame, changes: DataFrame, source: str) -> DataFrame:
@@ -189,11 +224,11 @@ def _sequenced(committed: DataFrame) -> DataFrame:
 
 def _audit_transaction_rows(txns: DataFrame) -> DataFrame:
     duration = (F.unix_micros("commit_ts") - F.unix_micros("begin_ts")) / 1e6
-    return txns.select(
+    return with_enriched_at(txns).select(
         "source", "txn_id", "commit_ts", "begin_ts", duration.alias("duration_s"), "sequence", "user", "role",
         "client", "application", "tables", "rows_changed", "inserts", "updates", "deletes",
         F.coalesce("anomalies", F.array().cast("array<string>")).alias("anomalies"),
-        "ddl", "server_id", "thread_id", "xid", "gtid", "position",
+        "ddl", "server_id", "thread_id", "xid", "gtid", "position", ENRICHED_AT,
     ).select(*[F.col(c).cast(t) for c, t in _types(AUDIT_TRANSACTIONS)])  # columns a capture lacks are NULL
 
 

@@ -34,6 +34,15 @@ def transactions_table(settings, source: str) -> str:
     return f"{settings.silver}.{source}_transactions"
 
 
+def enrichments_table(settings, source: str) -> str:
+    """``silver.<source>_session_enrichments`` (silver/session_enrichment.py); binlog sources only."""
+    return f"{settings.silver}.{source}_session_enrichments"
+
+
+def has_enrichments(settings, source: str) -> bool:
+    return any(flow.capture == "binlog" for flow in flows_of(settings, source))
+
+
 def gold_name(settings, table: str) -> str:
     return f"{settings.gold}.{table}"
 

@@ -49,6 +49,8 @@ TXN_ID = ("txn_id", "STRING",
 USER = ("user", "STRING", "Database user that ran the transaction; unknown when capture could not tell.")
 ROLE = ("role", "STRING", "Database role of that user for the transaction; NULL when it ran without a role, "
                                "unknown when capture could not tell.")
+ENRICHED_AT = ("enriched_at", "TIMESTAMP", "When a session that landed after the transaction named its user and role "
+               "(binlog sources: the row was corrected in place then); NULL when they were known from the start.")
 
 REPLICATION_WATERMARK = GoldTable(
     "replication_watermark",
@@ -88,6 +90,7 @@ AUDIT_LOG = GoldTable(
         ("origin", "STRING", "How the change was captured: binlog, shadow or snapshot (reconciliation)."),
         ("anomalies", "ARRAY<STRING>", "Source defects found while combining the transaction's operations on the row."),
         ("op_count", "BIGINT", "Operations on the row inside the transaction, combined into this one change."),
+        ENRICHED_AT,
     ),
 )
 
@@ -117,6 +120,7 @@ AUDIT_TRANSACTIONS = GoldTable(
         ("gtid", "STRING", "GTID of the transaction (binlog, when GTIDs are on)."),
         ("position", "STRUCT<file: STRING, pos: BIGINT, epoch: BIGINT>",
          "Binlog position of the commit; epoch counts the source's position restarts (docs/binlog-epochs.md)."),
+        ENRICHED_AT,
     ),
 )
 

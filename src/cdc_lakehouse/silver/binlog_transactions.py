@@ -8,7 +8,7 @@ never has to sit in one task's memory; its row events find it by an equi-join.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.bronze import binlog_position
@@ -141,24 +141,62 @@ def with_session_user(txns: DataFrame, sessions: DataFrame | None) -> DataFrame:
     session without a role keeps its NULL role: "no role" is an answer, "unknown" is not."""
     if sessions is None:
         return txns.withColumn("user", F.lit("unknown")).withColumn("role", F.lit("unknown"))
-    s = sessions.dropDuplicates(["server_id", "thread_id", "connected_at", "user", "role"]).select(
-        "server_id", "thread_id", "connected_at", F.col("user").alias("s_user"), F.col("role").alias("s_role")
-    )
+    return who(latest_session(txns, distinct_sessions(sessions)))
+
+
+# The columns latest_session adds: the session's, NULL when the transaction has none.
+SESSION_COLUMNS = ("connected_at", "user", "role", "landed_at")
+
+
+def distinct_sessions(sessions: DataFrame) -> DataFrame:
+    """One row per session, a re-delivered line being the same session, with ``landed_at``:
+    when bronze first read it (NULL for rows without provenance)."""
+    landed = F.col("_ingested_at") if "_ingested_at" in sessions.columns else F.lit(None).cast("timestamp")
+    return sessions.groupBy("server_id", "thread_id", "connected_at", "user", "role").agg(F.min(landed).alias("landed_at"))
+
+
+def latest_session(txns: DataFrame, sessions: DataFrame) -> DataFrame:
+    """``txns`` (``server_id``, ``thread_id``, ``begin_lsn``, ``begin_ts`` in seconds) with the
+    ``SESSION_COLUMNS`` of their session, prefixed ``s_``. ``sessions``: ``distinct_sessions``."""
+    return first_sessions(session_candidates(txns, sessions))
+
+
+def session_candidates(txns: DataFrame, sessions: DataFrame) -> DataFrame:
+    """Each of ``txns`` with each session of its thread that connected before it began (its
+    ``s_`` columns; one row of NULLs when none did)."""
+    # Joined by names of its own: ``txns`` may derive from the same sessions (an enrichment).
+    s = sessions.select(F.col("server_id").alias("s_server_id"), F.col("thread_id").alias("s_thread_id"),
+                        *[F.col(c).alias(f"s_{c}") for c in SESSION_COLUMNS])
     # The begin's time is whole seconds: the transaction began before the end of that second,
     # and a thread id is not reused while the server runs, so a session of that thread that
     # connected within the second connected before the begin.
-    joined = txns.join(
+    return txns.join(
         s,
-        (txns.server_id == s.server_id) & (txns.thread_id == s.thread_id)
-        & (s.connected_at < F.timestamp_seconds(txns.begin_ts + 1)),
+        (F.col("server_id") == F.col("s_server_id")) & (F.col("thread_id") == F.col("s_thread_id"))
+        & (F.col("s_connected_at") < F.timestamp_seconds(F.col("begin_ts") + 1)),
         "left",
-    ).drop(s.server_id, s.thread_id)
-    latest = Window.partitionBy("server_id", "begin_lsn").orderBy(F.col("connected_at").desc_nulls_last())
+    ).drop("s_server_id", "s_thread_id")
+
+
+def latest_first() -> WindowSpec:
+    """A transaction's candidate sessions, the latest connected first. Two sessions of one thread
+    that connected at the same instant (a source defect) are ordered by user and role, so that
+    which one landed first never decides between them (CONTRACT §4)."""
+    return Window.partitionBy("server_id", "begin_lsn").orderBy(
+        F.col("s_connected_at").desc_nulls_last(), F.col("s_user").asc_nulls_last(), F.col("s_role").asc_nulls_last())
+
+
+def first_sessions(candidates: DataFrame) -> DataFrame:
+    """The first of each transaction's ``session_candidates`` (``latest_first``)."""
+    return candidates.withColumn("__r", F.row_number().over(latest_first())).filter("__r = 1").drop("__r")
+
+
+def who(txns: DataFrame) -> DataFrame:
+    """``latest_session``'s rows with ``user`` and ``role`` in place of the session's columns."""
     return (
-        joined.withColumn("__r", F.row_number().over(latest)).filter("__r = 1")
-        .withColumn("user", F.coalesce("s_user", F.lit("unknown")))
+        txns.withColumn("user", F.coalesce("s_user", F.lit("unknown")))
         .withColumn("role", F.when(F.col("s_user").isNull(), F.lit("unknown")).otherwise(F.col("s_role")))
-        .drop("__r", "s_user", "s_role", "connected_at")
+        .drop(*[f"s_{c}" for c in SESSION_COLUMNS])
     )
 
 

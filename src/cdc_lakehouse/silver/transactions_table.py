@@ -4,9 +4,17 @@ committed, and what it touched.
 A binlog source's table is kept by AUTO CDC, keyed by where each transaction begins in its
 server's log (``TXN_KEYS``): each update upserts the transactions its new events belong to, as
 the change stream assembles them (held state, not all of bronze), with the counts of the changes
-the change stream emitted for them in the same events. A transaction advances from ``open`` or
+the change stream emitted for them in the same events. Those rows are appended to
+``silver.<source>_transaction_versions`` first, which the table is upserted from: the one place
+where a flow may look transactions up by thread (the table itself cannot be read by a flow that
+writes it). A transaction advances from ``open`` or
 ``unterminated`` to an end (``PROGRESS``), never back. A shadow source's table is still
 recomputed in full (a materialized view).
+
+A binlog transaction's user and role are corrected in place when a session of its thread lands
+after it (silver/session_enrichment.py): a row of the same key whose ``PROGRESS`` says when that
+session landed (``ENRICHED_AT``), so it wins over the row it corrects and over that row emitted
+again; any row assembled later knows the session anyway.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ def source_changes(changes: DataFrame) -> DataFrame:
 
 TXN_KEYS = ["server_id", "begin_position"]
 PROGRESS = "__progress"  # the AUTO CDC sequence of a transaction row
+# When the session that names a binlog transaction's user landed, if after the transaction
+# (session_enrichment.py); NULL for a row whose user was known when it was assembled.
+ENRICHED_AT = "enriched_at"
 
 
 def binlog_transactions_table(events: DataFrame, sessions: DataFrame, changes: DataFrame) -> DataFrame:
@@ -69,9 +80,12 @@ def binlog_transaction_batch(new_events: DataFrame, all_events: DataFrame, sessi
 
 
 def _progress():
-    """Ended (committed, rolled back) after not yet ended; then the furthest position known."""
+    """Ended (committed, rolled back) after not yet ended; then the furthest position known; then
+    the latest enrichment of its user (session_enrichment.py; NULL, the least, when none). The
+    last field came with enrichments: a state kept before reads it as NULL (cdc/apply.py)."""
     ended = ~F.col("status").isin(*binlog_held.HELD)
-    return F.struct(ended.alias("ended"), F.coalesce("sequence_position", "begin_position").alias("at"))
+    return F.struct(ended.alias("ended"), F.coalesce("sequence_position", "begin_position").alias("at"),
+                    F.col(ENRICHED_AT).alias(ENRICHED_AT))
 
 
 def _binlog_rows(txns: DataFrame, counts: DataFrame) -> DataFrame:
@@ -88,7 +102,7 @@ def _binlog_rows(txns: DataFrame, counts: DataFrame) -> DataFrame:
         F.col("begin_lsn").alias("begin_position"),
         "server_id", "thread_id", "xid", "gtid", "user", "role",
         F.lit(None).cast("string").alias("client"), F.lit(None).cast("string").alias("application"), "ddl",
-        *_count_columns(), "held_because", "ddl_table",
+        *_count_columns(), "held_because", "ddl_table", F.lit(None).cast("timestamp").alias(ENRICHED_AT),
     )
 
 
