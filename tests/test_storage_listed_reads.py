@@ -72,6 +72,7 @@ def test_an_empty_table_reads_empty_with_its_schema(spark, tmp_path: Path):
     store.overwrite(TABLE, spark.createDataFrame([], SCHEMA))
     read = store.read(TABLE)
     assert read.count() == 0 and read.columns == ["id", "name", "Mixed Case"]
+    assert not any(f.metadata for f in read.schema.fields)  # as a read of files gives: no physical names
 
 
 def test_a_version_without_a_checksum_is_read_by_delta(spark, tmp_path: Path):

@@ -189,10 +189,7 @@ class DeltaSparkStore:
                 add = action.get("add")
                 if add is not None and add.get("dataChange", True):
                     added.append((add["path"], _num_records(add)))
-        schema = self._schema(name, up_to)
-        if not added:
-            return self.spark.createDataFrame([], schema), 0
-        df = self._files(name, schema, [p for p, _ in added])
+        df = self._files(name, self._schema(name, up_to), [p for p, _ in added])
         counts = [n for _, n in added if n is not None]
         return df, sum(counts) if len(counts) == len(added) else df.count()
 
@@ -206,13 +203,14 @@ class DeltaSparkStore:
     def _files(self, name: str, logical: T.StructType, paths: list[str]) -> DataFrame:
         """Data files of the table read as Parquet, under their logical column names (with column
         mapping a file holds each column under its physical name)."""
-        if not paths:
-            return self.spark.createDataFrame([], logical)
-        root = self.path(name)
-        files = [glob_literal(str(root / _unquote(p))) for p in paths]
         physical = _physical(logical)
         assert isinstance(physical, T.StructType)
-        df = self.spark.read.schema(physical).option("basePath", str(root)).parquet(*files)
+        if paths:
+            root = self.path(name)
+            files = [glob_literal(str(root / _unquote(p))) for p in paths]
+            df = self.spark.read.schema(physical).option("basePath", str(root)).parquet(*files)
+        else:  # no file: the frame their read gives, so its columns carry no column mapping's metadata either
+            df = self.spark.createDataFrame([], physical)
         if physical.simpleString() == logical.simpleString():  # no column mapping
             return df
         # A cast between structs goes by position: nested fields get their logical names back.
