@@ -258,6 +258,19 @@ def test_a_reset_log_begins_a_new_epoch_and_loses_nothing(private_maria, spark, 
     conn.close()
 
 
+def _replicate(old, new, statements: list[str], new_server_id: int = 3) -> None:
+    """Run the statements on the old server, then on the new one as its replication thread
+    applies them: with the old server's GTIDs and server id; then the new one writes as itself."""
+    for statement in statements:
+        old.execute(statement)
+        old.execute("SELECT @@last_gtid")
+        domain, server, seq = old.fetchone()[0].split("-")
+        new.execute(f"SET SESSION gtid_domain_id = {domain}, SESSION server_id = {server}, "
+                    f"SESSION gtid_seq_no = {seq}")
+        new.execute(statement)
+    new.execute(f"SET SESSION server_id = {new_server_id}")
+
+
 def test_after_a_failover_the_new_server_s_copies_of_landed_transactions_are_skipped(private_maria, tmp_path):
     """The new primary's binlog holds what it replicated from the old one, with the same GTIDs:
     the capture begins an epoch on the new server and skips those it has landed already."""
@@ -265,19 +278,9 @@ def test_after_a_failover_the_new_server_s_copies_of_landed_transactions_are_ski
     new_server = servers.MariaDBServer.start(server_id=3)
     try:
         new = new_server.connect().cursor()
-        replicated = []
-        for statement in ("CREATE DATABASE s", "CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))",
-                          "INSERT INTO s.t VALUES (1, 'a')"):
-            old.execute(statement)
-            old.execute("SELECT @@last_gtid")
-            replicated.append((statement, old.fetchone()[0]))
+        _replicate(old, new, ["CREATE DATABASE s", "CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))",
+                              "INSERT INTO s.t VALUES (1, 'a')"])
         first = capture(_cfg(private_maria, tmp_path))
-        for statement, gtid in replicated:  # as the new server's replication thread applied them
-            domain, server, seq = gtid.split("-")
-            new.execute(f"SET SESSION gtid_domain_id = {domain}, SESSION server_id = {server}, "
-                        f"SESSION gtid_seq_no = {seq}")
-            new.execute(statement)
-        new.execute("SET SESSION server_id = 3")
         new.execute("INSERT INTO s.t VALUES (2, 'b')")
         second = capture(_cfg(new_server, tmp_path))
     finally:
@@ -286,3 +289,27 @@ def test_after_a_failover_the_new_server_s_copies_of_landed_transactions_are_ski
     assert second.new_epoch == "another server: server_id 2, now 3"
     landed = [e for e in _events(tmp_path / "m") if e["epoch"] == 1 and e["type"] == "insert"]
     assert [(e["server_id"], e["rows"]) for e in landed] == [(3, [{"after": {"id": 2, "v": "b"}}])]
+
+
+def test_a_capture_without_its_state_folder_after_a_failover_begins_the_next_epoch(private_maria, spark, tmp_path):
+    """The capture moved to the new primary without its checkpoint: it rebuilds it from the
+    landing files (epoch, position, server of the last line, GTIDs landed), so the new server's
+    changes come after the old one's (issue 68's example), and its replayed copies are skipped."""
+    old = private_maria.connect().cursor()
+    new_server = servers.MariaDBServer.start(server_id=3)
+    try:
+        new = new_server.connect().cursor()
+        _replicate(old, new, ["CREATE DATABASE s", "CREATE TABLE s.t (id int PRIMARY KEY, v varchar(20))",
+                              "INSERT INTO s.t VALUES (1, 'a')", "UPDATE s.t SET v = 'b' WHERE id = 1"])
+        first = capture(_cfg(private_maria, tmp_path))
+        new.execute("UPDATE s.t SET v = 'c' WHERE id = 1")
+        new.execute("INSERT INTO s.t VALUES (2, 'x')")
+        second = capture(_cfg(new_server, tmp_path, state_dir=tmp_path / "new-host"))
+        again = capture(_cfg(new_server, tmp_path, state_dir=tmp_path / "new-host"))
+    finally:
+        new_server.cleanup()
+    assert (first.transactions, second.skipped_transactions, second.position.epoch) == (4, 4, 1)
+    assert second.new_epoch == "another server: server_id 2, now 3"
+    assert (again.new_epoch, again.events) == (None, 0)
+    assert all(p.name.startswith("epoch1-") for p in second.files)
+    assert _silver_replica(spark, tmp_path / "m", "s.t") == {1: "c", 2: "x"}

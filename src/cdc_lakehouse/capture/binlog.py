@@ -18,6 +18,7 @@ publishing streams the spilled lines into the landing file, which appears, whole
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from cdc_lakehouse.contract.publication import remove_orphans, write_file
 
 from . import binlog_epoch
 from . import state as state_file
-from .binlog_epoch import Mark, continue_or_restart
+from .binlog_epoch import LandedGtids, Mark, continue_or_restart
 from .binlog_events import STREAM_EVENTS, Assembler, Position, Transaction
 from .event_buffer import DEFAULT_BUFFER_BYTES, EventBuffer
 from .ddl_mariadb import MARKER_TABLE
@@ -86,14 +87,42 @@ class CaptureResult:
 
 def landed_position(binlog_dir: Path) -> Position | None:
     """The resume position recorded in the names of the landing files already published."""
-    best = None
+    files = _landed_files(binlog_dir)
+    return files[-1][0] if files else None
+
+
+def _landed_files(binlog_dir: Path) -> list[tuple[Position, Path]]:
+    """This capture's landing files (by name), each with the resume position its name records."""
+    found = []
     if binlog_dir.is_dir():
         for p in binlog_dir.iterdir():
             m = _LANDED.match(p.name)
             if m:
-                pos = Position.of(m.group("file"), int(m.group("end")), int(m.group("epoch") or 0))
-                best = pos if best is None or pos > best else best
-    return best
+                found.append((Position.of(m.group("file"), int(m.group("end")), int(m.group("epoch") or 0)), p))
+    return sorted(found, key=lambda f: f[0])
+
+
+def landed_state(binlog_dir: Path) -> dict:
+    """A checkpoint rebuilt from the landing files, for a start without its state folder (lost,
+    or not moved with the capture to a new primary): the epoch and resume position of the last
+    file, the server of its last line, and the highest GTIDs landed. Without it such a start
+    would write epoch 0 on a new server, whose positions start again and would sort before the
+    old server's. The mark is not in the lines: the same server resumes unchecked, as before
+    marks; another server begins the next epoch. Reads every landed line once, only on such a start."""
+    files = _landed_files(binlog_dir)
+    if not files:
+        return {}
+    gtids = LandedGtids()
+    last: dict = {}
+    for _, path in files:
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    last = json.loads(line)
+                    gtids.add(last.get("gtid"))
+    end = files[-1][0]
+    return {"file": end.file, "pos": end.pos, "epoch": end.epoch, "server_id": last.get("server_id"),
+            "gtids": gtids.highest}
 
 
 def resume_position(cfg: BinlogConfig) -> Position | None:
@@ -168,13 +197,16 @@ class BinlogCapture:
         """Where the last run stopped; or, when the server's log started again since, the
         beginning of its first binlog in a new epoch (binlog_epoch.py), checkpointed at once."""
         saved = state_file.load(self.cfg.checkpoint_path)
+        # without a checkpoint, cfg.start says where a new epoch begins too (--start current)
+        new_epoch_at = "earliest" if saved else self.cfg.start
+        saved = saved or landed_state(self.cfg.source_root / BINLOG)
         begin = continue_or_restart(conn, saved)
         self.skip, self.landed_gtids = begin.skip, begin.landed
         self.server_id, self.mark = begin.server_id, Mark.from_dict(saved.get("mark"))
         if begin.reason is None:
             start = resume_position(self.cfg) or server_start_position(conn, self.cfg.start)
         else:
-            start = server_start_position(conn, "earliest", begin.epoch)
+            start = server_start_position(conn, new_epoch_at, begin.epoch)
             self.mark, self.result.new_epoch = None, begin.reason
             self._checkpoint(start)
         self.assembler.epoch = start.epoch

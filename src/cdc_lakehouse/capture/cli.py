@@ -267,7 +267,7 @@ def add_capture_commands(subparsers) -> argparse.ArgumentParser:
     binlog.add_argument("--state", type=Path, help="checkpoint folder (default <landing>/<source>/.capture)")
     binlog.add_argument("--follow", action="store_true", help="keep reading new events until interrupted")
     binlog.add_argument("--start", choices=("earliest", "current"), default="earliest",
-                        help="where to start without a checkpoint")
+                        help="where to start without a checkpoint (also the new epoch of a start on another server)")
     binlog.add_argument("--capture-schema", default="cdc_capture")
     binlog.add_argument("--buffer-mb", type=positive_int, default=DEFAULT_BUFFER_BYTES // 2**20,
                         help="events held in memory (MB); a larger transaction is held in a hidden file "
