@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -48,6 +52,17 @@ def with_delta(builder: SparkSession.Builder, jars: list[Path]) -> SparkSession.
     )
 
 
+@functools.cache
+def _warehouse() -> str:
+    """A folder of this process for Spark's session catalog, removed at exit. Its default,
+    ``./spark-warehouse``, would be made in whatever folder the CLI runs in when Delta first
+    touches the catalog; the lake's tables are external (runtime/catalog.py), so nothing but
+    empty schema folders lands here."""
+    folder = tempfile.mkdtemp(prefix="cdc-lakehouse-warehouse-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
     """A small local session: two cores, few shuffle partitions, UTC, no UI."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -57,6 +72,7 @@ def get_spark(app_name: str = "cdc-lakehouse") -> SparkSession:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", _warehouse())
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "true")
