@@ -20,7 +20,7 @@ for _ in $(seq 60); do grep -q "Successfully registered with master" "$WORK/work
 grep -q "Successfully registered with master" "$WORK/worker.log" || { cat "$WORK"/*.log; exit 1; }
 
 mkdir -p "$WORK/demo" && cp -r fixtures/landing "$WORK/demo/landing"
-CDC_LAKEHOUSE_ENGINE=delta-spark CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT" \
+CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT" \
     $BIN/cdc-lakehouse demo --landing "$WORK/demo/landing" --lake "$WORK/demo/lake"
 # The executors ran the tasks: the worker launched an executor for the application.
 ls "$WORK/worker" | grep -q "^app-" && echo "cluster demo: passed (tasks ran on the standalone worker)"

@@ -390,7 +390,7 @@ def test_a_transaction_continued_in_a_later_run_is_appended(spark, tmp_path):
     second = run(spark, landing, lake, BINLOG_ONLY).event("bronze.shop_binlog_events")
 
     assert (second.rows_read, second.rows_written) == (2, 3)  # only the two new files
-    events = DeltaRsStore(spark, lake).read("bronze.shop_binlog_events")
+    events = LakeStore(spark, lake).read("bronze.shop_binlog_events")
     assertDataFrameEqual(
         events.select("file", "pos", "type", relative_file().alias("landed_as"), "_line"),
         spark.createDataFrame([
@@ -456,7 +456,7 @@ def test_snapshot_manifests_land_from_the_snapshot_folder(spark, tmp_path):
     write(landing, "shop/snapshot/shop.customers/snap-1/_manifest.json", [document])
     write(landing, "shop/snapshot/shop.customers/snap-1/part-00000.jsonl", SNAPSHOT_PART[:1])
     run(spark, landing, lake, BINLOG_ONLY)
-    assert DeltaRsStore(spark, lake).read("bronze.shop_snapshot_manifests").count() == 1
+    assert LakeStore(spark, lake).read("bronze.shop_snapshot_manifests").count() == 1
 
 
 # -- the demo -----------------------------------------------------------------------------------
@@ -540,7 +540,7 @@ def test_a_grown_file_gives_its_new_lines_and_a_rewritten_one_is_reported(spark,
     write(landing, "shop/binlog/rewritten.jsonl", [event(90, "begin"), event(95, "rollback")])
     run(spark, landing, lake, gold=True)
 
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     kept = store.read("bronze.shop_binlog_events").filter(F.col("_source_file").endswith("grown.jsonl"))
     assert sorted((r._line, r.pos) for r in kept.collect()) == [(1, 4), (2, 50), (3, 60), (4, 70)]
     cut = store.read("bronze.shop_binlog_events_quarantine").select("_line").collect()

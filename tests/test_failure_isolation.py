@@ -8,7 +8,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.runtime.runner import RunResult, failed_update, run_pipeline
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO, write_jsonl
 
 PIPELINE = str(REPO / "tests/pipelines/isolation/*.py")
@@ -32,7 +32,7 @@ def updates(spark, tmp_path_factory):
     write_jsonl(landing / "good/1.jsonl", [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])
     write_jsonl(landing / "bad/1.jsonl", [{"id": 10, "v": "x"}, {"id": 11, "v": "boom"}])
     first, error = _run(spark, landing, lake, fail=True)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     after_first = {name: store.read(name).localCheckpoint()
                    for name in ("bronze.good", "bronze.bad", "silver.everything", "gold.good_count", "gold.failures")}
     write_jsonl(landing / "good/2.jsonl", [{"id": 3, "v": "c"}])

@@ -23,7 +23,7 @@ from pyspark.testing import assertDataFrameEqual
 from cdc_lakehouse.contract.lines import binlog_event, row_image, session
 from cdc_lakehouse.silver import binlog_epochs, binlog_held
 from cdc_lakehouse.silver import binlog_transactions as bt
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from property_settings import examples
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ def failover_lake(spark, tmp_path_factory):
     harness.run_project(spark, landing, lake, onboarding, layers=("bronze", "silver"))
     land(landing, SOURCE, "binlog", f"{FILE}-again.jsonl", SERVER_1)
     harness.run_project(spark, landing, lake, onboarding)
-    return DeltaRsStore(spark, lake)
+    return LakeStore(spark, lake)
 
 
 def test_the_replicas_end_with_the_new_servers_changes(spark, failover_lake):

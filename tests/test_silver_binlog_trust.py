@@ -28,7 +28,7 @@ from cdc_lakehouse.contract.lines import binlog_event, row_image
 from cdc_lakehouse.contract.writer import LandingFile
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver import binlog_epochs, statements
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -115,7 +115,7 @@ def statement_lake(spark, tmp_path_factory):
     _land(tmp / "landing", f"{FILE}.jsonl", STATEMENT_EVENTS)
     onboarding = write_onboarding(tmp / "onboarding.yml", ("orders",), ("binlog",))
     harness.run_project(spark, tmp / "landing", tmp / "lake", onboarding)
-    return DeltaRsStore(spark, tmp / "lake")
+    return LakeStore(spark, tmp / "lake")
 
 
 def test_a_statement_is_an_anomaly_naming_it_its_transaction_and_position(spark, statement_lake):
@@ -213,7 +213,7 @@ def reset_lake(spark, tmp_path_factory):
     # Re-delivered after the reset, above the new epoch's floor: found in bronze, not re-applied.
     _land(landing, f"{FILE}-2000-again.jsonl", BEFORE_RESET[3:])
     harness.run_project(spark, landing, lake, onboarding)
-    return DeltaRsStore(spark, lake)
+    return LakeStore(spark, lake)
 
 
 def test_changes_after_the_reset_apply_after_everything_before_them(spark, reset_lake):

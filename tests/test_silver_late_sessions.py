@@ -30,7 +30,7 @@ from cdc_lakehouse.runtime.runner import run_pipeline
 from cdc_lakehouse.silver import binlog_transactions as bt
 from cdc_lakehouse.silver.session_enrichment import enrichments, latest_versions
 from cdc_lakehouse.silver.transactions_table import ENRICHED_AT, PROGRESS
-from cdc_lakehouse.storage import DeltaRsStore, LakeStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import write_jsonl
 from property_settings import examples
 
@@ -258,7 +258,7 @@ def late_sessions_lake(spark, tmp_path_factory):
     land(landing, SOURCE, "sessions", "sessions-1.jsonl", _thread_sessions(43))
     land(landing, SOURCE, "binlog", f"{FILE}-1.jsonl", _txn(4, 8, 42, 50))
     harness.run_project(spark, landing, lake, onboarding)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     first = {t: store.read(t).collect() for t in (f"silver.{SOURCE}_transactions", "gold.audit_log", "gold.audit_transactions")}
     land(landing, SOURCE, "sessions", "sessions-2.jsonl", _thread_sessions(42))
     land(landing, SOURCE, "binlog", f"{FILE}-2.jsonl", _txn(304, 9, 43, 51))

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from cdc_lakehouse.cli import main
-from cdc_lakehouse.storage import DeltaRsStore
+from cdc_lakehouse.storage import LakeStore
 from lake_helpers import REPO
 from silver_support import expected_rows, onboarding_for
 
@@ -53,7 +53,7 @@ def lake(spark, tmp_path_factory):
     landing, lake = root / "landing", root / "lake"
     shutil.copytree(FIXTURES / "shop", landing / "shop")
     first = _run(landing, lake)
-    store = DeltaRsStore(spark, lake)
+    store = LakeStore(spark, lake)
     health = store.read("gold.replication_health").localCheckpoint()
     counts = {name: store.read(name).count() for name in ("silver.shop_pg_changes", "silver.shop_pg_transactions")}
     shutil.copytree(FIXTURES / "shop_pg", landing / "shop_pg")

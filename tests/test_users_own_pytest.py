@@ -25,11 +25,10 @@ def users_spark() -> SparkSession:
     return with_delta(SparkSession.builder.master("local[2]"), delta_jars()).getOrCreate()
 
 
-def test_a_user_reads_and_streams_a_replica_the_pipeline_wrote(spark, tmp_path: Path, monkeypatch):
+def test_a_user_reads_and_streams_a_replica_the_pipeline_wrote(spark, tmp_path: Path):
     # `spark`: the suite's session exists first, so that the user's builder returns it even when
     # this test runs alone (a session it made would keep Python workers without the venv's
     # pyarrow for every later test of the run).
-    monkeypatch.setenv("CDC_LAKEHOUSE_ENGINE", "delta-spark")  # every table written by delta-spark
     spark = users_spark()
     lake = tmp_path / "lake"
     # The demo's landing; of its onboarding, the one replica read here.

@@ -1,11 +1,10 @@
 """The storage seam: every read and write of a Delta table goes through a ``TableStore``.
 
-A local lake is opened by ``LakeStore`` on the engine ``CDC_LAKEHOUSE_ENGINE`` names:
-``delta-spark`` (``DeltaSparkStore``, the engine Databricks runs, every write a Spark job of the
-tasks) or ``delta-rs`` (``DeltaRsStore``, writes handed over as Arrow through the driver). The
-store's behavioural tests run against both; delta-rs stays the default until the whole suite
-has run on delta-spark within CI's time (docs/storage.md). On
-Databricks the pipeline's tables are Databricks' own and never pass through here; the job steps
+A local lake is opened by ``LakeStore``: ``DeltaSparkStore``, the engine Databricks runs, every
+write a Spark job of the tasks. It is the only engine of the runtime, the CLI, ``make demo`` and
+the suite. ``DeltaRsStore`` (delta-rs, writes handed over as Arrow through the driver) stays as
+``bench``'s comparison engine only: ``CDC_LAKEHOUSE_ENGINE=delta-rs`` selects it there
+(docs/storage.md, docs/benchmarks.md). On Databricks the pipeline's tables are Databricks' own and never pass through here; the job steps
 that read them (``snapshot reconcile``, ``housekeeping``) read and write them through
 ``CatalogStore`` (Unity Catalog, docs/databricks.md). Nothing else in the project touches table
 files.
@@ -30,11 +29,12 @@ __all__ = ["CatalogStore", "Commit", "ConcurrentCommit", "TableInfo", "TableStor
            "DeltaSparkStore", "LakeStore", "ENGINES", "StreamingSourceChanged"]
 
 ENGINES = ("delta-spark", "delta-rs")
-DEFAULT_ENGINE = "delta-rs"
+DEFAULT_ENGINE = "delta-spark"
 
 
 def LakeStore(spark: SparkSession, lake: str | Path, commit_hook=None) -> Any:
-    """The store of a local lake, on the engine ``CDC_LAKEHOUSE_ENGINE`` names."""
+    """The store of a local lake: delta-spark, unless a benchmark compares delta-rs
+    (``CDC_LAKEHOUSE_ENGINE``)."""
     engine = os.environ.get("CDC_LAKEHOUSE_ENGINE", DEFAULT_ENGINE)
     if engine == "delta-rs":
         from cdc_lakehouse.storage.delta_rs import DeltaRsStore
