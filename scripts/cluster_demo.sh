@@ -3,6 +3,8 @@
 # machine"): a master and one worker from the pyspark distribution, on loopback only, then
 # `cdc-lakehouse demo` on delta-spark with CDC_LAKEHOUSE_SPARK_MASTER pointing at them. Every table write is a
 # task of the worker's executor; the driver only plans and commits. Stops both when done.
+# With arguments, runs `cdc-lakehouse <arguments>` on the cluster instead of the demo
+# (tests/test_cluster_demo.py: one table's update).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -19,8 +21,12 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 60); do grep -q "Successfully registered with master" "$WORK/worker.log" && break; sleep 1; done
 grep -q "Successfully registered with master" "$WORK/worker.log" || { cat "$WORK"/*.log; exit 1; }
 
-mkdir -p "$WORK/demo" && cp -r fixtures/landing "$WORK/demo/landing"
-CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT" \
+export CDC_LAKEHOUSE_SPARK_MASTER="spark://127.0.0.1:$PORT"
+if [ $# -gt 0 ]; then
+    $BIN/cdc-lakehouse "$@"
+else
+    mkdir -p "$WORK/demo" && cp -r fixtures/landing "$WORK/demo/landing"
     $BIN/cdc-lakehouse demo --landing "$WORK/demo/landing" --lake "$WORK/demo/lake"
+fi
 # The executors ran the tasks: the worker launched an executor for the application.
 ls "$WORK/worker" | grep -q "^app-" && echo "cluster demo: passed (tasks ran on the standalone worker)"

@@ -2,8 +2,8 @@
 
 ``bronze.lines.numbered_lines`` splits each landing file into lines. If ``split(value, '\\n')``
 is evaluated by an operator *above* the ``posexplode`` (Generate), it runs once per output line
-over the whole file: quadratic in the lines of a file (bench/RESULTS.md: a 20k-line landing
-file did not get through bronze in 8 minutes before this was fixed).
+over the whole file: quadratic in the lines of a file (bench/history/RESULTS-until-2026-12-07.md:
+a 20k-line landing file did not get through bronze in 8 minutes before this was fixed).
 """
 
 from __future__ import annotations
