@@ -24,7 +24,7 @@ DEFAULT_CONFIG = Path("conf") / "onboarding.yml"
 
 def add_where(parser: argparse.ArgumentParser, lake_must_exist: bool = True) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--lake", type=lake_dir if lake_must_exist else str, help="local lake directory (delta-rs)")
+    where.add_argument("--lake", type=lake_dir if lake_must_exist else str, help="local lake directory (delta-spark)")
     where.add_argument("--catalog", help="Unity Catalog catalog (Databricks job compute)")
 
 
@@ -52,7 +52,7 @@ def check_landing(args: argparse.Namespace) -> None:
 
 
 def open_store(args: argparse.Namespace) -> tuple[SparkSession, Any]:
-    """(spark, store) for ``--lake`` (a local session, delta-rs) or ``--catalog`` (the job's session)."""
+    """(spark, store) for ``--lake`` (a local session, delta-spark) or ``--catalog`` (the job's session)."""
     from pyspark.sql import SparkSession
 
     if getattr(args, "catalog", None):

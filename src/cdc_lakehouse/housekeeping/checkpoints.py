@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cdc_lakehouse.runtime.checkpoint import FlowCheckpoint
 
-if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and Delta
     from cdc_lakehouse.storage import TableStore
 
 APP_PREFIX = "cdc-lakehouse/"

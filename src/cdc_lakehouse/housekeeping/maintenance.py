@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and Delta
     from cdc_lakehouse.storage import TableStore
 
 DELTA_DEFAULT_RETENTION_HOURS = 168

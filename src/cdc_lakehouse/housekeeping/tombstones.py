@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and delta-rs
+if TYPE_CHECKING:  # for the annotations only: the store's module loads Spark and Delta
     from cdc_lakehouse.storage import TableStore
 
 STATE_PREFIX = "__apply_changes_storage_"

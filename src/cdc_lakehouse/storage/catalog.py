@@ -1,10 +1,10 @@
 """The job steps' tables in Unity Catalog (``--catalog C`` on Databricks job compute, tables
-``<catalog>.<schema>.<table>``). Locally they are a lake's (``storage.DeltaRsStore``);
+``<catalog>.<schema>.<table>``). Locally they are a lake's (``storage.LakeStore``);
 ``cdc_lakehouse.job_args.open_store`` picks one of the two.
 
-Spark alone, no delta-rs: job compute has no ``deltalake`` (hence ``storage/__init__`` loads
-``DeltaRsStore`` only when asked for). tests/test_storage_catalog.py runs it on Spark's local
-session catalog with the same behavioural tests as the delta-rs store."""
+Spark alone: job compute has no ``deltalake`` (hence ``storage/__init__`` loads ``DeltaRsStore``,
+bench's comparison engine, only when asked for). tests/test_storage_catalog.py runs it on Spark's
+local session catalog with the same behavioural tests as the lake's stores."""
 
 from __future__ import annotations
 
