@@ -19,7 +19,7 @@ from cdc_lakehouse.config import (  # noqa: E402
     load_onboarding,
     parse_onboarding,
 )
-from cdc_lakehouse.config.onboarding import SourceMetadata  # noqa: E402
+from cdc_lakehouse.config.models import SourceMetadata  # noqa: E402
 
 DEMO = ROOT / "conf" / "onboarding.yml"
 DELETE = object()

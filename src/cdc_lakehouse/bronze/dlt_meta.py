@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from cdc_lakehouse.config import DataFlow
-from cdc_lakehouse.config.onboarding import AppendFlow, SourceMetadata, reader_format
+from cdc_lakehouse.config.models import AppendFlow, SourceMetadata, reader_format
 
 # dlt-meta's expectation kinds -> the dp decorator each becomes (expect_or_quarantine: a table).
 EXPECTATION_KINDS = ("expect", "expect_or_drop", "expect_or_fail", "expect_or_quarantine")
