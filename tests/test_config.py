@@ -609,6 +609,68 @@ def test_bronze_only_flows_claim_their_bronze_tables_only(tmp_path):
     assert "flow #2 (data_flow_id=302): table bronze_dev.stores is also written by flow #1" in message
 
 
+def make_silver_only_flow(flow_id="303", table="stores_eu", **changes):
+    """A dlt-meta flow with no source of its own (dlt-meta's silver fanout demo): its silver table
+    reads a bronze table that another flow fills."""
+    flow = {"data_flow_id": flow_id, "data_flow_group": "g1", "bronze_database_dev": "bronze_dev",
+            "bronze_table": "stores", "silver_database_dev": "silver_dev", "silver_table": table,
+            "silver_transformation_json_dev": "t.json"}
+    return _apply(flow, changes)
+
+
+def test_a_silver_only_flow_reads_a_bronze_table_it_does_not_fill(tmp_path):
+    onboarding = load_onboarding(write(tmp_path, [make_feed_flow(**{CDC: DELETE}), make_silver_only_flow()]))
+    flow = onboarding.flow(303)  # the feed's bronze table is not claimed twice: the silver-only flow reads it
+    assert flow.kind == "cdc_feed" and not flow.has_bronze and flow.has_silver
+    assert (flow.bronze_target, flow.silver_target, flow.scd2_target) == ("bronze_dev.stores", "silver_dev.stores_eu",
+                                                                          None)
+    assert flow.silver_transformation_json == str(tmp_path / "t.json")
+    alone = load_onboarding(write(tmp_path, [make_silver_only_flow()]))  # an earlier run's bronze table
+    assert not alone.flow(303).has_bronze
+
+
+def test_a_silver_only_flow_applying_snapshots_is_a_snapshot_flow(tmp_path):
+    apply = {"keys": ["store_id"], "scd_type": "2"}
+    flow = load_onboarding(write(tmp_path, [make_silver_only_flow(silver_apply_changes_from_snapshot=apply)])).flow(303)
+    assert flow.kind == "snapshot" and flow.scd2_target == "silver_dev.stores_eu_history"
+
+
+SILVER_ONLY_ERRORS = {
+    "bronze reader options": (
+        make_silver_only_flow(bronze_reader_options={"header": "true"}),
+        "bronze_reader_options: not for a silver-only flow (it has no source_format: it reads bronze_dev.stores, "
+        "which another flow fills)"),
+    "source details": (make_silver_only_flow(source_details={"source_path_dev": "x"}),
+                       "source_details: not for a silver-only flow"),
+    "bronze expectations": (make_silver_only_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
+                            "bronze_data_quality_expectations_json_dev: not for a silver-only flow"),
+    "bronze append flows": (make_silver_only_flow(bronze_append_flows=[append_flow()]),
+                            "bronze_append_flows: not for a silver-only flow"),
+    "no silver table either": (make_silver_only_flow(silver_table=DELETE),
+                               "source_format: required key is missing (only a silver-only flow"),
+    "no bronze table to read": (make_silver_only_flow(bronze_table=DELETE), "bronze_table: required key is missing"),
+    "silver append flows into replicas": (
+        make_silver_only_flow(**{f"{CDC}__keys": ["store_id"], f"{CDC}__sequence_by": "ts", f"{CDC}__scd_type": "1"},
+                              silver_append_flows=[append_flow()]),
+        f"silver_append_flows: not supported with {CDC}"),
+    "snapshot with silver expectations": (
+        make_silver_only_flow(silver_apply_changes_from_snapshot={"keys": ["store_id"], "scd_type": "1"},
+                              silver_data_quality_expectations_json_dev="dqe.json"),
+        "silver_data_quality_expectations_json: not supported for a snapshot flow"),
+    "change stream without source_format": (make_flow(source_format=DELETE), "source_format: required key is missing"),
+}
+
+
+@pytest.mark.parametrize("flow, expected", SILVER_ONLY_ERRORS.values(), ids=SILVER_ONLY_ERRORS.keys())
+def test_silver_only_flow_errors(tmp_path, flow, expected):
+    assert expected in error_of(tmp_path, [flow])
+
+
+def test_two_silver_only_flows_writing_one_silver_table(tmp_path):
+    message = error_of(tmp_path, [make_silver_only_flow(), make_silver_only_flow("304")])
+    assert "flow #2 (data_flow_id=304): table silver_dev.stores_eu is also written by flow #1" in message
+
+
 SILVER_TABLE_MISSING = {
     "feed with silver keys": make_feed_flow(silver_table=DELETE),
     "feed with a silver transformation only": make_bronze_only_flow(silver_transformation_json_dev="t.json"),

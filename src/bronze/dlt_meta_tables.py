@@ -3,6 +3,7 @@
 # expectations and quarantine table), and its append flows' rows; a snapshot flow's successive
 # full loads applied with AUTO CDC FROM SNAPSHOT.
 # Separate from the change-stream bronze (landing_tables.py): per-table feeds, no transactions.
+# A silver-only flow (no source_format) has no bronze here: it reads a bronze table another fills.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta
@@ -50,6 +51,8 @@ def snapshot_source(flow):
 
 
 for flow in settings.onboarding.dlt_meta_flows:
+    if not flow.has_bronze:
+        continue  # a silver-only flow: another flow, or an earlier run, fills its bronze table
     if flow.enabled and flow.kind == "cdc_feed":
         define_feed(flow)
     elif flow.enabled and flow.kind == "snapshot":

@@ -3,7 +3,9 @@
 # (cdc_feed with silver_cdc_apply_changes) or AUTO CDC FROM SNAPSHOT (snapshot), or appended to a
 # plain table (cdc_feed without it); beside them dlt-meta's silver quarantine table and append
 # flows. As for change-stream flows, silver_table is the current state (SCD1); scd_type 2 adds
-# the history table <silver_table>_history. A bronze-only flow (no silver keys) has no silver here.
+# the history table <silver_table>_history. A bronze-only flow (no silver keys) has no silver here;
+# a silver-only flow (no source_format) reads a bronze table that another flow of the file, or an
+# earlier run on the lake, fills (dlt-meta's silver fanout), as dlt-meta's silver pipeline reads it.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta

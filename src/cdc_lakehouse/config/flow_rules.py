@@ -23,29 +23,44 @@ def kind_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
     silver = ["silver_database", "silver_table"] if needs_silver(dict(iter(flow))) else []
     required = ["bronze_database", "bronze_table", *silver]
     problems = [f"{render_key((key,), env)}: required key is missing" for key in required if not getattr(flow, key)]
+    if not flow.has_bronze:
+        problems += _silver_only_problems(flow, env)
+    elif flow.kind == "cdc_feed":
+        problems += _feed_problems(flow)
+    else:
+        problems += _snapshot_problems(flow)
     if flow.kind == "cdc_feed":
-        return problems + _feed_problems(flow), []
-    return problems + _snapshot_problems(flow), []
+        return problems + _feed_silver_problems(flow), []
+    return problems + _snapshot_silver_problems(flow), []
 
 
 def needs_silver(fields: Mapping[str, Any]) -> bool:
     """Whether a flow (its fields, validated or not) has silver tables: all flows do but a plain
     cloudFiles flow that sets no silver key (a bronze-only flow: dlt-meta onboards the bronze and
-    silver layers separately)."""
-    if fields.get("cdc_lakehouse") is not None or str(fields.get("source_format")).lower() == "snapshot":
+    silver layers separately). A flow without source_format is silver-only: silver is all it has."""
+    if fields.get("cdc_lakehouse") is not None or fields.get("source_format") is None:
+        return True
+    if str(fields.get("source_format")).lower() == "snapshot":
         return True
     return any(str(key).startswith("silver_") and value not in (None, {}, []) for key, value in fields.items())
 
 
+def _set_keys(flow: DataFlow) -> set[str]:
+    """The keys the flow sets to something, those of source_details as ``source_details.<key>``."""
+    set_keys = {key for key, value in flow if value not in (None, {}, []) and key != "source_details"}
+    return set_keys | {f"source_details.{key}" for key, value in flow.source_details if value is not None}
+
+
 def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
-    set_keys = {key for key, value in flow if value not in (None, {}, [])}
-    set_keys |= {f"source_details.{key}" for key, value in flow.source_details if value is not None}
+    set_keys = _set_keys(flow)
     problems = [f"{render_key((key,), env)}: not supported for a {flow.kind} flow: {why}"
                 for key, why in CHANGE_STREAM_UNSUPPORTED.items() if key in set_keys]
     problems += [f"{key}: not supported for a {flow.kind} flow (it reads the change stream)"
                  for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot",
                              "source_details.snapshot_format") if key in set_keys]
-    if flow.source_format != "cloudFiles":
+    if flow.source_format is None:
+        problems.append("source_format: required key is missing")
+    elif flow.source_format != "cloudFiles":
         problems.append(f"source_format: must be cloudFiles for a {flow.kind} flow (got {flow.source_format!r})")
     for key in ("source_database", "source_table"):
         if getattr(flow.source_details, key) is None:
@@ -66,14 +81,10 @@ SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
 def _feed_problems(flow: DataFlow) -> list[str]:
-    problems = [problem for layer in ("bronze", "silver") for index, append in enumerate(flow.append_flows(layer))
-                for problem in _append_flow_problems(append, f"{layer}_append_flows[{index}]")]
-    if flow.silver_append_flows and flow.silver_cdc_apply_changes is not None:
-        problems.append(f"silver_append_flows: not supported with {_CDC} (rows appended to the replicas would "
-                        f"bypass the changes applied to them)")
-    for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot"):
-        if getattr(flow, key) is not None:
-            problems.append(f"{key}: only for source_format snapshot")
+    """What a cdc_feed flow's bronze needs: its files, and the append flows' sources."""
+    problems = _append_flows_problems(flow, "bronze")
+    if flow.bronze_apply_changes_from_snapshot is not None:
+        problems.append("bronze_apply_changes_from_snapshot: only for source_format snapshot")
     if flow.source_details.snapshot_format is not None:
         problems.append("source_details.snapshot_format: only for source_format snapshot")
     if not flow.source_path:
@@ -83,6 +94,22 @@ def _feed_problems(flow: DataFlow) -> list[str]:
         problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
                         f"(got {fmt!r})")
     return problems
+
+
+def _feed_silver_problems(flow: DataFlow) -> list[str]:
+    """What a cdc_feed flow's silver does with the bronze rows: append them, or apply them."""
+    problems = _append_flows_problems(flow, "silver")
+    if flow.silver_append_flows and flow.silver_cdc_apply_changes is not None:
+        problems.append(f"silver_append_flows: not supported with {_CDC} (rows appended to the replicas would "
+                        f"bypass the changes applied to them)")
+    if flow.silver_apply_changes_from_snapshot is not None:
+        problems.append("silver_apply_changes_from_snapshot: only for source_format snapshot")
+    return problems
+
+
+def _append_flows_problems(flow: DataFlow, layer: str) -> list[str]:
+    return [problem for index, append in enumerate(flow.append_flows(layer))
+            for problem in _append_flow_problems(append, f"{layer}_append_flows[{index}]")]
 
 
 def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
@@ -104,18 +131,10 @@ def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
 
 
 def _snapshot_problems(flow: DataFlow) -> list[str]:
-    problems = [f"{key}: required key is missing (a snapshot flow applies successive full loads)"
-                for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot")
-                if getattr(flow, key) is None]
-    if flow.silver_cdc_apply_changes is not None:
-        problems.append(f"{_CDC}: not for source_format snapshot (use silver_apply_changes_from_snapshot)")
-    for key in ("bronze_data_quality_expectations_json", "bronze_quarantine_table",
-                "silver_data_quality_expectations_json"):
-        if getattr(flow, key):
-            problems.append(f"{key}: not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read "
-                            f"dropped rows as deletes)")
-    problems += [f"{key}: not supported for a snapshot flow (its tables hold the latest full load)"
-                 for key in ("bronze_append_flows", "silver_append_flows") if getattr(flow, key)]
+    """What a snapshot flow's bronze needs: its full loads, applied as they come."""
+    problems = _snapshot_layer_problems(flow, "bronze")
+    if flow.bronze_quarantine_table:
+        problems.append(f"bronze_quarantine_table: {_DROPPED_AS_DELETES}")
     if flow.source_details.source_metadata is not None:
         problems.append("source_details.source_metadata: only for source_format cloudFiles")
     fmt = flow.source_details.snapshot_format
@@ -126,6 +145,49 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
     elif fmt != "delta" and not flow.source_path:
         problems.append("source_details.source_path_<env>: required key is missing (the snapshot files' "
                         "prefix: <prefix><version>.<format>)")
+    return problems
+
+
+_DROPPED_AS_DELETES = "not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read dropped rows as deletes)"
+
+
+def _snapshot_silver_problems(flow: DataFlow) -> list[str]:
+    """What a snapshot flow's silver needs: the bronze table's full loads, applied as they come."""
+    problems = _snapshot_layer_problems(flow, "silver")
+    if flow.silver_cdc_apply_changes is not None:
+        problems.append(f"{_CDC}: not for source_format snapshot (use silver_apply_changes_from_snapshot)")
+    return problems
+
+
+def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
+    problems = []
+    if getattr(flow, f"{layer}_apply_changes_from_snapshot") is None:
+        problems.append(f"{layer}_apply_changes_from_snapshot: required key is missing (a snapshot flow applies "
+                        f"successive full loads)")
+    if getattr(flow, f"{layer}_data_quality_expectations_json"):
+        problems.append(f"{layer}_data_quality_expectations_json: {_DROPPED_AS_DELETES}")
+    if getattr(flow, f"{layer}_append_flows"):
+        problems.append(f"{layer}_append_flows: not supported for a snapshot flow (its tables hold the latest "
+                        f"full load)")
+    return problems
+
+
+# What fills a bronze table: a silver-only flow reads one that another flow fills.
+BRONZE_SOURCE_KEYS = (
+    "source_details", "bronze_reader_options", "bronze_table_properties", "bronze_data_quality_expectations_json",
+    "bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
+    "bronze_quarantine_table_properties", "bronze_apply_changes_from_snapshot", "bronze_append_flows",
+)
+
+
+def _silver_only_problems(flow: DataFlow, env: str) -> list[str]:
+    """A flow without source_format fills no bronze table: keys saying how it would are errors."""
+    set_keys = {key.partition(".")[0] for key in _set_keys(flow)}
+    problems = [f"{render_key((key,), env)}: not for a silver-only flow (it has no source_format: it reads "
+                f"{flow.bronze_target}, which another flow fills)" for key in BRONZE_SOURCE_KEYS if key in set_keys]
+    if flow.silver_table is None:  # no silver either: more likely a flow that forgot its source_format
+        problems.insert(0, "source_format: required key is missing (only a silver-only flow, which reads a "
+                           "bronze table another flow fills, has none)")
     return problems
 
 
@@ -218,8 +280,8 @@ def cross_flow_problems(parsed: list[tuple[str, DataFlow]]) -> list[str]:
 def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
     # Each table of a dlt-meta flow has one writer: two flows into one would mix their rows.
     for label, f in flows:
-        targets = [f.bronze_target, f.bronze_quarantine_target, f.silver_target, f.silver_quarantine_target,
-                   f.scd2_target]
+        bronze = [f.bronze_target, f.bronze_quarantine_target] if f.has_bronze else []  # silver-only: it reads it
+        targets = [*bronze, f.silver_target, f.silver_quarantine_target, f.scd2_target]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"
 

@@ -7,6 +7,9 @@ or ``shadow`` capture, transactions, coherent gold). A plain dlt-meta flow witho
 ``cdc_feed`` (``source_format: cloudFiles``: rows with an operation and a sequence column, applied
 with AUTO CDC, or, without ``silver_cdc_apply_changes``, appended to a plain silver table) or a
 ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of successive full loads).
+A dlt-meta flow without ``source_format`` is silver-only (``DataFlow.has_bronze``), as dlt-meta's
+silver onboarding reads it: its silver tables read a bronze table that another flow fills, in the
+same file or in an earlier run on the lake (dlt-meta's "silver fanout").
 
 Semantics that differ from dlt-meta, because one flow here feeds several tables:
 - ``silver_table`` is always the SCD1 current-state replica; with ``scd_type: 2`` the flow also
@@ -249,8 +252,8 @@ class DataFlow(_Strict):
     data_flow_id: FlowId
     data_flow_group: Name
     source_system: str | None = None
-    source_format: Name
-    source_details: SourceDetails
+    source_format: Name | None = None  # None: a silver-only flow, reading a bronze table it does not fill
+    source_details: SourceDetails = SourceDetails()
 
     bronze_catalog: str | None = None
     bronze_database: Name | None = None
@@ -283,7 +286,9 @@ class DataFlow(_Strict):
 
     @field_validator("source_format")
     @classmethod
-    def _known_source_format(cls, value: str) -> str:
+    def _known_source_format(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         for known in ("cloudFiles", "snapshot"):
             if value.lower() == known.lower():
                 return known
@@ -296,10 +301,12 @@ class DataFlow(_Strict):
     @property
     def kind(self) -> Literal["binlog", "shadow", "cdc_feed", "snapshot"]:
         """binlog/shadow: a change-stream flow (``cdc_lakehouse:``); cdc_feed or snapshot: a plain
-        dlt-meta flow (source_format cloudFiles or snapshot)."""
+        dlt-meta flow (source_format cloudFiles or snapshot; a silver-only flow is a snapshot flow
+        when it applies its bronze table as snapshots, as dlt-meta's silver onboarding reads it)."""
         if self.cdc_lakehouse is not None:
             return self.cdc_lakehouse.capture
-        return "snapshot" if self.source_format == "snapshot" else "cdc_feed"
+        silver_snapshot = self.source_format is None and self.silver_apply_changes_from_snapshot is not None
+        return "snapshot" if self.source_format == "snapshot" or silver_snapshot else "cdc_feed"
 
     @property
     def is_change_stream(self) -> bool:
@@ -356,6 +363,12 @@ class DataFlow(_Strict):
     def append_flows(self, layer: str) -> list[AppendFlow]:
         """The flow's ``<layer>_append_flows`` (bronze or silver)."""
         return list(getattr(self, f"{layer}_append_flows"))
+
+    @property
+    def has_bronze(self) -> bool:
+        """False for a silver-only dlt-meta flow (no source_format): it reads its bronze table,
+        which another flow of the file, or of an earlier run on the lake, fills."""
+        return self.source_format is not None
 
     @property
     def has_silver(self) -> bool:
