@@ -586,6 +586,53 @@ def test_a_feed_with_metadata_columns_append_flows_and_no_apply_changes(tmp_path
     assert old.source_details.table == "main.bronze_dev.old_stores"
 
 
+def delta_sink(name="stores_out", **options):
+    """A dlt-meta sink (dlt-meta's tests/resources/onboarding_sink.json shape) of format delta."""
+    return {"name": name, "format": "delta", "options": options or {"tablename": "sinks.stores"}}
+
+
+def test_sinks_of_a_feed(tmp_path):
+    by_path = {**delta_sink("Stores_Copy", path="out/stores"), "select_exp": ["store_id"], "where_clause": "a = 1"}
+    flow = load_onboarding(write(tmp_path, [make_feed_flow(bronze_sinks=[delta_sink()], silver_sinks=[by_path])])).flow(301)
+    [bronze] = flow.sinks("bronze")
+    assert (bronze.name, bronze.format, bronze.option("tableName"), bronze.where_clause) == (
+        "stores_out", "delta", "sinks.stores", [])
+    [silver] = flow.sinks("silver")
+    assert silver.name == "stores_copy"  # dlt-meta lowercases sink names
+    assert silver.option("path") == str(tmp_path / "out" / "stores")  # relative to the onboarding file
+    assert (silver.select_exp, silver.where_clause) == (["store_id"], ["a = 1"])
+
+
+SINK_ERRORS = {
+    "kafka sink": (make_feed_flow(bronze_sinks=[{"name": "k", "format": "kafka", "options": {
+        "kafka_sink_servers_secret_scope_name": "scope", "kafka_sink_servers_secret_scope_key": "servers"}}]),
+        "bronze_sinks[0].format: a kafka sink needs a Kafka broker (kafka.bootstrap.servers from the secret scope "
+        "'scope'), which cdc-lakehouse cannot start: use a delta sink"),
+    "eventhub sink": (make_feed_flow(silver_sinks=[{"name": "e", "format": "eventhub", "options": {}}]),
+                      "silver_sinks[0].format: an eventhub sink needs an Azure Event Hubs namespace, which"),
+    "unknown format": (make_feed_flow(bronze_sinks=[{"name": "a", "format": "avro", "options": {}}]),
+                       "bronze_sinks[0].format: must be one of delta, kafka, eventhub"),
+    "delta sink naming no table": (make_feed_flow(bronze_sinks=[delta_sink(mergeSchema="true")]),
+                                   "bronze_sinks[0].options: a delta sink writes one table: name it with tableName "
+                                   "or with path (got neither)"),
+    "delta sink naming two": (make_feed_flow(bronze_sinks=[delta_sink(tableName="a.b", path="/c")]),
+                              "(got tableName and path)"),
+    "sink into the flow's own table": (make_feed_flow(silver_sinks=[delta_sink(tableName="main.bronze_dev.stores")]),
+                                       "silver_sinks[0]: table main.bronze_dev.stores is also written by flow #1"),
+    "two sinks of one name": (make_feed_flow(bronze_sinks=[delta_sink()], silver_sinks=[delta_sink(path="/x")]),
+                              "silver_sinks[0]: sink stores_out is also defined by flow #1 (data_flow_id=301): "
+                              "bronze_sinks[0]"),
+    "snapshot flow": (make_snapshot_flow(silver_sinks=[delta_sink()]), "silver_sinks: not supported for a snapshot flow"),
+    "change stream": (make_flow(bronze_sinks=[delta_sink()]),
+                      "bronze_sinks: not supported for a shadow flow: its outputs are the gold tables"),
+}
+
+
+@pytest.mark.parametrize("flow, expected", SINK_ERRORS.values(), ids=SINK_ERRORS.keys())
+def test_sink_errors(tmp_path, flow, expected):
+    assert expected in error_of(tmp_path, [flow])
+
+
 def make_bronze_only_flow(flow_id="301", **changes):
     """A dlt-meta cloudFiles flow with no silver key (dlt-meta's integration test group A2)."""
     flow = make_feed_flow(flow_id, **{CDC: DELETE}, silver_table=DELETE, silver_database_dev=DELETE,
@@ -646,6 +693,7 @@ SILVER_ONLY_ERRORS = {
                             "bronze_data_quality_expectations_json_dev: not for a silver-only flow"),
     "bronze append flows": (make_silver_only_flow(bronze_append_flows=[append_flow()]),
                             "bronze_append_flows: not for a silver-only flow"),
+    "bronze sinks": (make_silver_only_flow(bronze_sinks=[delta_sink()]), "bronze_sinks: not for a silver-only flow"),
     "no silver table either": (make_silver_only_flow(silver_table=DELETE),
                                "source_format: required key is missing (only a silver-only flow"),
     "no bronze table to read": (make_silver_only_flow(bronze_table=DELETE), "bronze_table: required key is missing"),

@@ -35,7 +35,7 @@ MORE_CARS = """first_name,last_name,country,brand,model,color,yom,cc_type
 Ada,Lovelace,United Kingdom,Morgan,Plus Four,Green,1968,visa
 Karl,Benz,Germany,Benz,Patent-Motorwagen,Black,1886,maestro
 Kiichiro,Toyoda,Japan,Toyota,AA,Black,1936,jcb
-Henry,Ford,United States,Ford,Model T,Black,1908,americanexpress
+Henry,Ford,United States,Ford,Model T,Black,1908,jcb
 Enzo,Ferrari,Italy,Ferrari,125 S,Red,1947,visa
 """
 

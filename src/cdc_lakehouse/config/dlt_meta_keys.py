@@ -37,8 +37,6 @@ UNSUPPORTED_KEYS = {
     "bronze_cdc_apply_changes": "bronze keeps the raw landing data; changes are applied in silver",
     "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
     "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
-    "bronze_sinks": "gold tables are the outputs",
-    "silver_sinks": "gold tables are the outputs",
     "bronze_custom_transform_func": "transformations are silver_transformation_json select/where",
 }
 
@@ -92,6 +90,8 @@ CHANGE_STREAM_UNSUPPORTED = {
     "silver_data_quality_expectations_json": "bad values become anomalies (docs/onboarding.md)",
     "bronze_append_flows": "its bronze reads its landing folder only",
     "silver_append_flows": "its replicas hold the source table's rows only",
+    "bronze_sinks": "its outputs are the gold tables",
+    "silver_sinks": "its outputs are the gold tables",
     "source_details.source_metadata": "its bronze keeps the contract's file columns (docs/bronze.md)",
 }
 

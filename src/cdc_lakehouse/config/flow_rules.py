@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cdc_lakehouse.config.dlt_meta_keys import CHANGE_STREAM_IGNORED, CHANGE_STREAM_UNSUPPORTED, render_key
-from cdc_lakehouse.config.models import AppendFlow, ColumnFilters, DataFlow, contains_column, reader_format
+from cdc_lakehouse.config.models import AppendFlow, ColumnFilters, DataFlow, Sink, contains_column, reader_format
 
 _CDC = "silver_cdc_apply_changes"
 _FILTERS = "cdc_lakehouse.column_filters"
@@ -81,8 +81,8 @@ SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
 def _feed_problems(flow: DataFlow) -> list[str]:
-    """What a cdc_feed flow's bronze needs: its files, and the append flows' sources."""
-    problems = _append_flows_problems(flow, "bronze")
+    """What a cdc_feed flow's bronze needs: its files, the append flows' sources, its sinks."""
+    problems = _append_flows_problems(flow, "bronze") + _sinks_problems(flow, "bronze")
     if flow.bronze_apply_changes_from_snapshot is not None:
         problems.append("bronze_apply_changes_from_snapshot: only for source_format snapshot")
     if flow.source_details.snapshot_format is not None:
@@ -98,7 +98,7 @@ def _feed_problems(flow: DataFlow) -> list[str]:
 
 def _feed_silver_problems(flow: DataFlow) -> list[str]:
     """What a cdc_feed flow's silver does with the bronze rows: append them, or apply them."""
-    problems = _append_flows_problems(flow, "silver")
+    problems = _append_flows_problems(flow, "silver") + _sinks_problems(flow, "silver")
     if flow.silver_append_flows and flow.silver_cdc_apply_changes is not None:
         problems.append(f"silver_append_flows: not supported with {_CDC} (rows appended to the replicas would "
                         f"bypass the changes applied to them)")
@@ -110,6 +110,31 @@ def _feed_silver_problems(flow: DataFlow) -> list[str]:
 def _append_flows_problems(flow: DataFlow, layer: str) -> list[str]:
     return [problem for index, append in enumerate(flow.append_flows(layer))
             for problem in _append_flow_problems(append, f"{layer}_append_flows[{index}]")]
+
+
+def _sinks_problems(flow: DataFlow, layer: str) -> list[str]:
+    return [problem for index, sink in enumerate(flow.sinks(layer))
+            for problem in _sink_problems(sink, f"{layer}_sinks[{index}]")]
+
+
+def _sink_problems(sink: Sink, where: str) -> list[str]:
+    """A delta sink names one table; a kafka or eventhub one needs a broker that no local run has."""
+    if sink.format == "kafka":
+        servers = sink.option("kafka.bootstrap.servers")
+        scope = sink.option("kafka_sink_servers_secret_scope_name")
+        at = f" at {servers}" if servers else f" (kafka.bootstrap.servers from the secret scope {scope!r})" if scope else ""
+        return [f"{where}.format: a kafka sink needs a Kafka broker{at}, which cdc-lakehouse cannot start: use a "
+                f"delta sink (options tableName or path)"]
+    if sink.format == "eventhub":
+        namespace = sink.option("eventhub.namespace")
+        at = f" ({namespace}.servicebus.windows.net)" if namespace else ""
+        return [f"{where}.format: an eventhub sink needs an Azure Event Hubs namespace{at}, which cdc-lakehouse "
+                f"cannot start: use a delta sink (options tableName or path)"]
+    given = [name for name in ("tableName", "path") if sink.option(name)]
+    if len(given) != 1:
+        return [f"{where}.options: a delta sink writes one table: name it with tableName or with path "
+                f"(got {' and '.join(given) or 'neither'})"]
+    return []
 
 
 def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
@@ -166,9 +191,8 @@ def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
                         f"successive full loads)")
     if getattr(flow, f"{layer}_data_quality_expectations_json"):
         problems.append(f"{layer}_data_quality_expectations_json: {_DROPPED_AS_DELETES}")
-    if getattr(flow, f"{layer}_append_flows"):
-        problems.append(f"{layer}_append_flows: not supported for a snapshot flow (its tables hold the latest "
-                        f"full load)")
+    problems += [f"{layer}_{key}: not supported for a snapshot flow (its tables hold the latest full load)"
+                 for key in ("append_flows", "sinks") if getattr(flow, f"{layer}_{key}")]
     return problems
 
 
@@ -176,7 +200,7 @@ def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
 BRONZE_SOURCE_KEYS = (
     "source_details", "bronze_reader_options", "bronze_table_properties", "bronze_data_quality_expectations_json",
     "bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
-    "bronze_quarantine_table_properties", "bronze_apply_changes_from_snapshot", "bronze_append_flows",
+    "bronze_quarantine_table_properties", "bronze_apply_changes_from_snapshot", "bronze_append_flows", "bronze_sinks",
 )
 
 
@@ -284,6 +308,21 @@ def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, s
         targets = [*bronze, f.silver_target, f.silver_quarantine_target, f.scd2_target]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"
+        yield from _sink_claims(label, f)
+
+
+def _sink_claims(label: str, flow: DataFlow) -> Iterator[tuple[Any, str, str]]:
+    # A sink is a dataset of the pipeline, and its Delta table has one writer too, its own
+    # flow's tables included: each sink claims as itself.
+    for layer in ("bronze", "silver"):
+        for index, sink in enumerate(flow.sinks(layer)):
+            where = f"{label}: {layer}_sinks[{index}]"
+            yield ("sink", sink.name), where, f"sink {sink.name} is also defined by"
+            table, path = sink.option("tableName"), sink.option("path")
+            if table:
+                yield _local_name(table), where, f"table {table} is also written by"
+            if path:
+                yield ("path", path.rstrip("/")), where, f"path {path} is also written by"
 
 
 def _local_name(name: str) -> str:

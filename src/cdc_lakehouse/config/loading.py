@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel
 
 from cdc_lakehouse.config.dlt_meta_keys import DEFAULT_ENV, IGNORED_KEYS, ignored_key
-from cdc_lakehouse.config.models import AppendFlow, DataFlow, Onboarding, OnboardingError, is_uri
+from cdc_lakehouse.config.models import AppendFlow, DataFlow, Onboarding, OnboardingError, Sink, is_uri
 from cdc_lakehouse.config.validation import parse_onboarding
 
 
@@ -28,14 +28,22 @@ def load_onboarding(path: str | PathLike[str], env: str = DEFAULT_ENV) -> Onboar
 def _schema_path_from(flow: DataFlow, folder: Path) -> DataFlow:
     """The flow with its relative file paths taken relative to ``folder`` (the onboarding
     file's), so the files are found whatever the working directory: ``source_schema_path``, and
-    a dlt-meta flow's ``source_path`` and expectation and transformation files."""
+    a dlt-meta flow's ``source_path``, expectation and transformation files and sink paths."""
     details_keys = ["source_schema_path"] + ([] if flow.is_change_stream else ["source_path"])
     flow_keys = [] if flow.is_change_stream else [
         "bronze_data_quality_expectations_json", "silver_data_quality_expectations_json", "silver_transformation_json"]
     appends = {f"{layer}_append_flows": [_details_from(a, ["source_schema_path", "source_path"], folder)
                                          for a in flow.append_flows(layer)] for layer in ("bronze", "silver")}
+    sinks = {f"{layer}_sinks": [_sink_path_from(sink, folder) for sink in flow.sinks(layer)]
+             for layer in ("bronze", "silver")}
     return _details_from(flow, details_keys, folder).model_copy(
-        update={**appends, **_relative_to(flow, flow_keys, folder)})
+        update={**appends, **sinks, **_relative_to(flow, flow_keys, folder)})
+
+
+def _sink_path_from(sink: Sink, folder: Path) -> Sink:
+    """A Delta sink with its ``path`` option relative to ``folder``."""
+    options = {key: _relative(value, folder) if key.lower() == "path" else value for key, value in sink.options.items()}
+    return sink.model_copy(update={"options": options})
 
 
 _Sourced = TypeVar("_Sourced", "DataFlow", "AppendFlow")
@@ -49,8 +57,12 @@ def _details_from(model: _Sourced, keys: list[str], folder: Path) -> _Sourced:
 
 def _relative_to(model: BaseModel, keys: list[str], folder: Path) -> dict[str, str]:
     values = {key: getattr(model, key) for key in keys}
-    return {key: str(folder / value) for key, value in values.items()
-            if value and not Path(value).is_absolute() and not is_uri(value)}
+    return {key: _relative(value, folder) for key, value in values.items() if value}
+
+
+def _relative(path: str, folder: Path) -> str:
+    """``path`` taken relative to ``folder``, unless it is absolute or a URI."""
+    return path if Path(path).is_absolute() or is_uri(path) else str(folder / path)
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -155,6 +155,44 @@ class AppendFlow(_Strict):
         raise ValueError(f"must be cloudFiles or delta (got {value!r})")
 
 
+SINK_FORMATS = ("delta", "kafka", "eventhub")
+
+
+def _clauses(value: Any) -> Any:
+    # dlt-meta's sinks write where_clause as one condition or as a list of them.
+    return [value] if isinstance(value, str) else value
+
+
+class Sink(_Strict):
+    """One of dlt-meta's ``bronze_sinks`` / ``silver_sinks`` (DLTSinkWriter): the rows of the
+    flow's view (bronze: as read; silver: as transformed), through ``select_exp`` and each
+    ``where_clause``, appended by the flow ``<name>_flow`` to a destination outside the
+    pipeline's tables (``dp.create_sink``): a Delta table (``tableName`` or ``path``), or a
+    Kafka or Event Hubs topic."""
+
+    name: Name
+    format: Name
+    options: Options
+    select_exp: list[str] | None = None
+    where_clause: Annotated[list[str], BeforeValidator(_clauses)] = []
+
+    @field_validator("name")
+    @classmethod
+    def _lower_name(cls, value: str) -> str:
+        return value.lower()  # dlt-meta lowercases sink names
+
+    @field_validator("format")
+    @classmethod
+    def _sink_format(cls, value: str) -> str:
+        if value.lower() not in SINK_FORMATS:
+            raise ValueError(f"must be one of {', '.join(SINK_FORMATS)}, dlt-meta's sink formats (got {value!r})")
+        return value.lower()
+
+    def option(self, name: str) -> str | None:
+        """The option ``name``, written in any case (Spark option names ignore case)."""
+        return next((value for key, value in self.options.items() if key.lower() == name.lower()), None)
+
+
 # The change stream's TRUNCATE of a table (silver/truncates.py), as the SCD1 replicas apply it
 # when the flow names no apply_as_truncates of its own.
 CHANGE_STREAM_TRUNCATES = "__op = 'TRUNCATE'"
@@ -267,6 +305,7 @@ class DataFlow(_Strict):
     bronze_quarantine_table_properties: Options = {}
     bronze_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
     bronze_append_flows: list[AppendFlow] = []
+    bronze_sinks: list[Sink] = []
 
     silver_catalog: str | None = None
     silver_database: Name | None = None
@@ -281,6 +320,7 @@ class DataFlow(_Strict):
     silver_quarantine_table: str | None = None
     silver_quarantine_table_properties: Options = {}
     silver_append_flows: list[AppendFlow] = []
+    silver_sinks: list[Sink] = []
 
     cdc_lakehouse: CdcLakehouse | None = None
 
@@ -363,6 +403,10 @@ class DataFlow(_Strict):
     def append_flows(self, layer: str) -> list[AppendFlow]:
         """The flow's ``<layer>_append_flows`` (bronze or silver)."""
         return list(getattr(self, f"{layer}_append_flows"))
+
+    def sinks(self, layer: str) -> list[Sink]:
+        """The flow's ``<layer>_sinks`` (bronze or silver)."""
+        return list(getattr(self, f"{layer}_sinks"))
 
     @property
     def has_bronze(self) -> bool:
