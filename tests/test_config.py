@@ -19,7 +19,7 @@ from cdc_lakehouse.config import (  # noqa: E402
     load_onboarding,
     parse_onboarding,
 )
-from cdc_lakehouse.config.onboarding import SourceMetadata  # noqa: E402
+from cdc_lakehouse.config.models import SourceMetadata  # noqa: E402
 
 DEMO = ROOT / "conf" / "onboarding.yml"
 DELETE = object()
@@ -586,6 +586,53 @@ def test_a_feed_with_metadata_columns_append_flows_and_no_apply_changes(tmp_path
     assert old.source_details.table == "main.bronze_dev.old_stores"
 
 
+def delta_sink(name="stores_out", **options):
+    """A dlt-meta sink (dlt-meta's tests/resources/onboarding_sink.json shape) of format delta."""
+    return {"name": name, "format": "delta", "options": options or {"tablename": "sinks.stores"}}
+
+
+def test_sinks_of_a_feed(tmp_path):
+    by_path = {**delta_sink("Stores_Copy", path="out/stores"), "select_exp": ["store_id"], "where_clause": "a = 1"}
+    flow = load_onboarding(write(tmp_path, [make_feed_flow(bronze_sinks=[delta_sink()], silver_sinks=[by_path])])).flow(301)
+    [bronze] = flow.sinks("bronze")
+    assert (bronze.name, bronze.format, bronze.option("tableName"), bronze.where_clause) == (
+        "stores_out", "delta", "sinks.stores", [])
+    [silver] = flow.sinks("silver")
+    assert silver.name == "stores_copy"  # dlt-meta lowercases sink names
+    assert silver.option("path") == str(tmp_path / "out" / "stores")  # relative to the onboarding file
+    assert (silver.select_exp, silver.where_clause) == (["store_id"], ["a = 1"])
+
+
+SINK_ERRORS = {
+    "kafka sink": (make_feed_flow(bronze_sinks=[{"name": "k", "format": "kafka", "options": {
+        "kafka_sink_servers_secret_scope_name": "scope", "kafka_sink_servers_secret_scope_key": "servers"}}]),
+        "bronze_sinks[0].format: a kafka sink needs a Kafka broker (kafka.bootstrap.servers from the secret scope "
+        "'scope'), which cdc-lakehouse cannot start: use a delta sink"),
+    "eventhub sink": (make_feed_flow(silver_sinks=[{"name": "e", "format": "eventhub", "options": {}}]),
+                      "silver_sinks[0].format: an eventhub sink needs an Azure Event Hubs namespace, which"),
+    "unknown format": (make_feed_flow(bronze_sinks=[{"name": "a", "format": "avro", "options": {}}]),
+                       "bronze_sinks[0].format: must be one of delta, kafka, eventhub"),
+    "delta sink naming no table": (make_feed_flow(bronze_sinks=[delta_sink(mergeSchema="true")]),
+                                   "bronze_sinks[0].options: a delta sink writes one table: name it with tableName "
+                                   "or with path (got neither)"),
+    "delta sink naming two": (make_feed_flow(bronze_sinks=[delta_sink(tableName="a.b", path="/c")]),
+                              "(got tableName and path)"),
+    "sink into the flow's own table": (make_feed_flow(silver_sinks=[delta_sink(tableName="main.bronze_dev.stores")]),
+                                       "silver_sinks[0]: table main.bronze_dev.stores is also written by flow #1"),
+    "two sinks of one name": (make_feed_flow(bronze_sinks=[delta_sink()], silver_sinks=[delta_sink(path="/x")]),
+                              "silver_sinks[0]: sink stores_out is also defined by flow #1 (data_flow_id=301): "
+                              "bronze_sinks[0]"),
+    "snapshot flow": (make_snapshot_flow(silver_sinks=[delta_sink()]), "silver_sinks: not supported for a snapshot flow"),
+    "change stream": (make_flow(bronze_sinks=[delta_sink()]),
+                      "bronze_sinks: not supported for a shadow flow: its outputs are the gold tables"),
+}
+
+
+@pytest.mark.parametrize("flow, expected", SINK_ERRORS.values(), ids=SINK_ERRORS.keys())
+def test_sink_errors(tmp_path, flow, expected):
+    assert expected in error_of(tmp_path, [flow])
+
+
 def make_bronze_only_flow(flow_id="301", **changes):
     """A dlt-meta cloudFiles flow with no silver key (dlt-meta's integration test group A2)."""
     flow = make_feed_flow(flow_id, **{CDC: DELETE}, silver_table=DELETE, silver_database_dev=DELETE,
@@ -607,6 +654,69 @@ def test_bronze_only_flows_claim_their_bronze_tables_only(tmp_path):
     assert [f.has_silver for f in onboarding.dlt_meta_flows] == [False, True]
     message = error_of(tmp_path, [make_bronze_only_flow(), make_bronze_only_flow("302")])
     assert "flow #2 (data_flow_id=302): table bronze_dev.stores is also written by flow #1" in message
+
+
+def make_silver_only_flow(flow_id="303", table="stores_eu", **changes):
+    """A dlt-meta flow with no source of its own (dlt-meta's silver fanout demo): its silver table
+    reads a bronze table that another flow fills."""
+    flow = {"data_flow_id": flow_id, "data_flow_group": "g1", "bronze_database_dev": "bronze_dev",
+            "bronze_table": "stores", "silver_database_dev": "silver_dev", "silver_table": table,
+            "silver_transformation_json_dev": "t.json"}
+    return _apply(flow, changes)
+
+
+def test_a_silver_only_flow_reads_a_bronze_table_it_does_not_fill(tmp_path):
+    onboarding = load_onboarding(write(tmp_path, [make_feed_flow(**{CDC: DELETE}), make_silver_only_flow()]))
+    flow = onboarding.flow(303)  # the feed's bronze table is not claimed twice: the silver-only flow reads it
+    assert flow.kind == "cdc_feed" and not flow.has_bronze and flow.has_silver
+    assert (flow.bronze_target, flow.silver_target, flow.scd2_target) == ("bronze_dev.stores", "silver_dev.stores_eu",
+                                                                          None)
+    assert flow.silver_transformation_json == str(tmp_path / "t.json")
+    alone = load_onboarding(write(tmp_path, [make_silver_only_flow()]))  # an earlier run's bronze table
+    assert not alone.flow(303).has_bronze
+
+
+def test_a_silver_only_flow_applying_snapshots_is_a_snapshot_flow(tmp_path):
+    apply = {"keys": ["store_id"], "scd_type": "2"}
+    flow = load_onboarding(write(tmp_path, [make_silver_only_flow(silver_apply_changes_from_snapshot=apply)])).flow(303)
+    assert flow.kind == "snapshot" and flow.scd2_target == "silver_dev.stores_eu_history"
+
+
+SILVER_ONLY_ERRORS = {
+    "bronze reader options": (
+        make_silver_only_flow(bronze_reader_options={"header": "true"}),
+        "bronze_reader_options: not for a silver-only flow (it has no source_format: it reads bronze_dev.stores, "
+        "which another flow fills)"),
+    "source details": (make_silver_only_flow(source_details={"source_path_dev": "x"}),
+                       "source_details: not for a silver-only flow"),
+    "bronze expectations": (make_silver_only_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
+                            "bronze_data_quality_expectations_json_dev: not for a silver-only flow"),
+    "bronze append flows": (make_silver_only_flow(bronze_append_flows=[append_flow()]),
+                            "bronze_append_flows: not for a silver-only flow"),
+    "bronze sinks": (make_silver_only_flow(bronze_sinks=[delta_sink()]), "bronze_sinks: not for a silver-only flow"),
+    "no silver table either": (make_silver_only_flow(silver_table=DELETE),
+                               "source_format: required key is missing (only a silver-only flow"),
+    "no bronze table to read": (make_silver_only_flow(bronze_table=DELETE), "bronze_table: required key is missing"),
+    "silver append flows into replicas": (
+        make_silver_only_flow(**{f"{CDC}__keys": ["store_id"], f"{CDC}__sequence_by": "ts", f"{CDC}__scd_type": "1"},
+                              silver_append_flows=[append_flow()]),
+        f"silver_append_flows: not supported with {CDC}"),
+    "snapshot with silver expectations": (
+        make_silver_only_flow(silver_apply_changes_from_snapshot={"keys": ["store_id"], "scd_type": "1"},
+                              silver_data_quality_expectations_json_dev="dqe.json"),
+        "silver_data_quality_expectations_json: not supported for a snapshot flow"),
+    "change stream without source_format": (make_flow(source_format=DELETE), "source_format: required key is missing"),
+}
+
+
+@pytest.mark.parametrize("flow, expected", SILVER_ONLY_ERRORS.values(), ids=SILVER_ONLY_ERRORS.keys())
+def test_silver_only_flow_errors(tmp_path, flow, expected):
+    assert expected in error_of(tmp_path, [flow])
+
+
+def test_two_silver_only_flows_writing_one_silver_table(tmp_path):
+    message = error_of(tmp_path, [make_silver_only_flow(), make_silver_only_flow("304")])
+    assert "flow #2 (data_flow_id=304): table silver_dev.stores_eu is also written by flow #1" in message
 
 
 SILVER_TABLE_MISSING = {

@@ -249,7 +249,9 @@ def test_the_pipelines_api_checks_its_arguments_as_pyspark_does(spark, tmp_path,
 
 
 @pytest.mark.parametrize("declaration, error", [
-    ("dp.create_sink('out', format='kafka')", "the local runtime has no sinks"),
+    ("dp.create_sink('out', format='kafka')", "a kafka sink needs its broker, which the local runtime does not start"),
+    ("dp.create_sink('out', format='delta')", "a delta sink names its table by the option tableName or by path"),
+    ("dp.create_sink('out', format='delta', options={'path': 'dbfs:/mnt/out'})", "is not a folder of this machine"),
     ("@dp.expect('positive', 'id > 0')\n@dp.materialized_view\ndef m():\n    return spark.range(1)",
      "DECORATOR_ARGUMENT_NOT_CALLABLE"),  # @dp.table returns None: expectations go below it
 ])

@@ -143,3 +143,18 @@ def test_delta_spark_reads_a_tables_version_from_its_log_folder_as_delta_does(sp
     newest = DeltaTable.forPath(spark, str(store.path("s.t"))).history(1).collect()[0]["version"]
     assert (store.version("s.t"), store.exists("s.t"), store.committed_version("s.t", "flow")) == (newest, True, 2)
     assert store.read("s.t").count() == 2
+
+
+def test_a_table_placed_at_a_folder_of_its_own_is_written_there_batch_by_batch(make_store, spark, tmp_path):
+    """A pipeline's Delta sink by path: its table is kept at that folder, not in the lake, and
+    a batch already in is not appended again."""
+    store = make_store(tmp_path / "lake")
+    store.place("_sinks.out", tmp_path / "out")
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.append("_sinks.out", rows, Commit("flow", 0))
+    store.append("_sinks.out", rows, Commit("flow", 0))
+    assert (tmp_path / "out" / "_delta_log").is_dir() and not (tmp_path / "lake" / "_sinks").exists()
+    elsewhere = make_store(tmp_path / "other")
+    elsewhere.place("any.name", tmp_path / "out")
+    assertDataFrameEqual(elsewhere.read("any.name"), rows)
+    assert elsewhere.committed_version("any.name", "flow") == 0

@@ -1,8 +1,9 @@
 # Bronze of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): a cdc_feed flow's files as
 # they land (Auto Loader with the flow's reader options and schema, dlt-meta's metadata columns,
-# expectations and quarantine table), and its append flows' rows; a snapshot flow's successive
-# full loads applied with AUTO CDC FROM SNAPSHOT.
+# expectations and quarantine table), its append flows' rows, and its sinks; a snapshot flow's
+# successive full loads applied with AUTO CDC FROM SNAPSHOT.
 # Separate from the change-stream bronze (landing_tables.py): per-table feeds, no transactions.
+# A silver-only flow (no source_format) has no bronze here: it reads a bronze table another fills.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta
@@ -26,6 +27,7 @@ def define_feed(flow) -> None:
              table_properties=properties)(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
     dlt_meta.define_quarantine(dp, spark, flow, "bronze", view, rules)
     dlt_meta.define_append_flows(dp, spark, flow, "bronze", flow.bronze_target)
+    dlt_meta.define_sinks(dp, spark, flow, "bronze", view)
 
 
 def define_snapshot(flow) -> None:
@@ -50,6 +52,8 @@ def snapshot_source(flow):
 
 
 for flow in settings.onboarding.dlt_meta_flows:
+    if not flow.has_bronze:
+        continue  # a silver-only flow: another flow, or an earlier run, fills its bronze table
     if flow.enabled and flow.kind == "cdc_feed":
         define_feed(flow)
     elif flow.enabled and flow.kind == "snapshot":

@@ -1,9 +1,11 @@
 # Silver of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): the bronze rows, through the
 # flow's silver_transformation_json and expectations, applied to the replicas with AUTO CDC
 # (cdc_feed with silver_cdc_apply_changes) or AUTO CDC FROM SNAPSHOT (snapshot), or appended to a
-# plain table (cdc_feed without it); beside them dlt-meta's silver quarantine table and append
-# flows. As for change-stream flows, silver_table is the current state (SCD1); scd_type 2 adds
-# the history table <silver_table>_history. A bronze-only flow (no silver keys) has no silver here.
+# plain table (cdc_feed without it); beside them dlt-meta's silver quarantine table, append flows
+# and sinks. As for change-stream flows, silver_table is the current state (SCD1); scd_type 2 adds
+# the history table <silver_table>_history. A bronze-only flow (no silver keys) has no silver here;
+# a silver-only flow (no source_format) reads a bronze table that another flow of the file, or an
+# earlier run on the lake, fills (dlt-meta's silver fanout), as dlt-meta's silver pipeline reads it.
 from pyspark import pipelines as dp
 
 from cdc_lakehouse.bronze import dlt_meta
@@ -41,6 +43,7 @@ def define_feed(flow) -> None:
     # Both read the changes as transformed: the silver rules filter neither, as in dlt-meta.
     dlt_meta.define_quarantine(dp, spark, flow, "silver", view, rules)
     dlt_meta.define_append_flows(dp, spark, flow, "silver", flow.silver_target)
+    dlt_meta.define_sinks(dp, spark, flow, "silver", view)
 
 
 def define_replicas(flow, view: str, rules: dlt_meta.Expectations) -> None:

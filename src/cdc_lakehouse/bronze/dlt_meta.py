@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from cdc_lakehouse.config import DataFlow
-from cdc_lakehouse.config.onboarding import AppendFlow, SourceMetadata, reader_format
+from cdc_lakehouse.config.models import AppendFlow, Sink, SourceMetadata, reader_format
 
 # dlt-meta's expectation kinds -> the dp decorator each becomes (expect_or_quarantine: a table).
 EXPECTATION_KINDS = ("expect", "expect_or_drop", "expect_or_fail", "expect_or_quarantine")
@@ -178,6 +178,27 @@ def define_append_flows(dp: Any, spark: SparkSession, flow: DataFlow, layer: str
         comment = append.comment or f"append_flow={append.name} for target={target}"
         dp.append_flow(name=append.name, target=target, once=append.once, comment=comment,
                        spark_conf=dict(append.spark_conf) or None)(stream_of(spark, view))
+
+
+def define_sinks(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str) -> None:
+    """dlt-meta's ``<layer>_sinks`` (DLTSinkWriter): each sink made with ``dp.create_sink``, and
+    filled by the append flow ``<name>_flow`` with the rows of ``view`` (the layer's input, before
+    its expectations), through the sink's ``select_exp`` and ``where_clause``."""
+    for sink in flow.sinks(layer):
+        dp.create_sink(name=sink.name, format=sink.format, options=dict(sink.options))
+        dp.append_flow(name=f"{sink.name}_flow", target=sink.name, comment=f"Sink flow for {sink.name}")(
+            _sink_rows(spark, view, sink))
+
+
+def _sink_rows(spark: SparkSession, view: str, sink: Sink) -> Callable[[], DataFrame]:
+    def rows() -> DataFrame:
+        df = spark.readStream.table(view)
+        df = df.selectExpr(*sink.select_exp) if sink.select_exp else df
+        for clause in sink.where_clause:  # each one holds, as dlt-meta applies a list
+            df = df.where(clause)
+        return df
+
+    return rows
 
 
 def define_quarantine(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str,

@@ -1,16 +1,18 @@
 """``from pyspark import pipelines as dp`` under the local runtime.
 
 Pipeline files get pyspark's real module: its decorators (``table``, ``materialized_view``,
-``temporary_view``, ``append_flow``, ``create_streaming_table``) register through pyspark's
-own hook, ``graph_element_registration_context`` (as Spark's tests do), into
-``LocalGraphElementRegistry``, which enters them into the graph being loaded. What Databricks
-adds to the module (expectations, AUTO CDC flows, ``once`` and table expectations) is set on
-it by ``databricks_pipelines_api`` for the duration of a load only.
+``temporary_view``, ``append_flow``, ``create_streaming_table``, ``create_sink``) register
+through pyspark's own hook, ``graph_element_registration_context`` (as Spark's tests do), into
+``LocalGraphElementRegistry``, which enters them into the graph being loaded (a Delta sink as
+the streaming table it writes). What Databricks adds to the module (expectations, AUTO CDC
+flows, ``once`` and table expectations) is set on it by ``databricks_pipelines_api`` for the
+duration of a load only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from typing import Any, Callable, Iterator
 
@@ -48,10 +50,14 @@ class LocalGraphElementRegistry(GraphElementRegistry):
         # Where each output was declared: a decorator's flow carries its output's name and
         # location, which tells the table's own query from an append flow into it.
         self._declared_at: dict[str, SourceCodeLocation] = {}
+        self._sink_tables: dict[str, str] = {}  # sink -> the streaming table its flows append to
 
     def register_output(self, output: Output) -> None:
         if isinstance(output, Sink):
-            raise PipelineDefinitionError(f"sink '{output.name}': the local runtime has no sinks")
+            sink = _sink_table(output)
+            register_dataset(sink)
+            self._sink_tables[output.name] = sink.name
+            return
         table = output if isinstance(output, Table) else None
         register_dataset(Dataset(
             name=output.name, kind=_kind(output), comment=output.comment,
@@ -62,6 +68,9 @@ class LocalGraphElementRegistry(GraphElementRegistry):
         self._declared_at[output.name] = output.source_code_location
 
     def register_flow(self, flow: DpFlow) -> None:
+        if flow.target in self._sink_tables:  # a sink's flows append, as to a streaming table
+            add_flow(Flow(name=flow.name, target=self._sink_tables[flow.target], kind="append", func=flow.func))
+            return
         target = loading_graph.get().datasets.get(flow.target)
         if target is not None and self._defines(flow):
             target.func = flow.func
@@ -92,6 +101,30 @@ class LocalGraphElementRegistry(GraphElementRegistry):
 
     def add_expectations(self, dataset: str, rules: list) -> None:
         loading_graph.get().datasets[dataset].expectations.extend(rules)
+
+
+# Where a Delta sink by path keeps its table in the lake's names (its files are at the path).
+SINK_SCHEMA = "_sinks"
+
+
+def _sink_table(sink: Sink) -> Dataset:
+    """A Delta sink as the streaming table its flows append to locally: the lake's table its
+    ``tableName`` names, or, for a ``path``, the table ``_sinks.<sink>`` kept at that folder."""
+    if sink.format.lower() in ("kafka", "eventhub"):
+        raise PipelineDefinitionError(f"sink '{sink.name}': a {sink.format} sink needs its broker, which the local "
+                                      f"runtime does not start (it writes delta sinks)")
+    if sink.format.lower() != "delta":
+        raise PipelineDefinitionError(f"sink '{sink.name}': the local runtime writes delta sinks, not {sink.format}")
+    options = {key.lower(): value for key, value in sink.options.items()}
+    table, path = options.get("tablename"), options.get("path")
+    if bool(table) == bool(path):
+        raise PipelineDefinitionError(f"sink '{sink.name}': a delta sink names its table by the option tableName "
+                                      f"or by path, one of them")
+    if path and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path) and not path.startswith("file:"):
+        raise PipelineDefinitionError(f"sink '{sink.name}': path {path} is not a folder of this machine")
+    name = table or f"{SINK_SCHEMA}.{sink.name}"
+    location = path.removeprefix("file:") if path else None
+    return Dataset(name=name, kind="streaming_table", comment=f"Delta sink {sink.name}", location=location)
 
 
 def _kind(output: Output) -> str:

@@ -28,6 +28,7 @@ class Dataset:
     expectations: list[Expectation] = field(default_factory=list)
     func: Callable | None = None  # views and query-defined tables
     source_file: str | None = None
+    location: str | None = None  # a Delta sink by path: the folder its table is kept in, not the lake's
 
     @property
     def persisted(self) -> bool:

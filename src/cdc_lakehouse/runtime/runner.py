@@ -86,6 +86,9 @@ class PipelineRunner:
         self.spark = spark
         self.store = store
         self.graph = graph
+        for dataset in graph.datasets.values():
+            if dataset.location is not None:  # a Delta sink by path: its table is kept there
+                store.place(dataset.name, dataset.location)
         self.checkpoints = Path(lake) / "_checkpoints"
         self.configuration = configuration or {}
         self.full_refresh = full_refresh if isinstance(full_refresh, bool) else tuple(full_refresh)

@@ -135,6 +135,21 @@ def lake_table_path(lake: Path, name: str) -> Path:
     return lake / parts[-2] / parts[-1]
 
 
+class LakePaths:
+    """Where a lake's store keeps each table: ``lake_table_path``, but for a table placed at a
+    folder of its own (a pipeline's Delta sink by path, which Delta tables elsewhere may read)."""
+
+    lake: Path
+    placed: dict[str, Path]
+
+    def path(self, name: str) -> Path:
+        return self.placed.get(name) or lake_table_path(self.lake, name)
+
+    def place(self, name: str, folder: str | Path) -> None:
+        """Keep table ``name`` at ``folder`` from now on."""
+        self.placed[name] = Path(folder).resolve()
+
+
 def where_predicate(where: dict[str, list]) -> str:
     """``(a = 1 AND b IS NULL) OR (...)``: one conjunction per value tuple of ``replace_where``."""
     columns = list(where)

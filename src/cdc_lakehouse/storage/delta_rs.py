@@ -21,17 +21,18 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from cdc_lakehouse.storage.arrow_handoff import STAGE_INPUT_BYTES, arrow_batch
 from cdc_lakehouse.storage.base import (
-    Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
+    Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
 from cdc_lakehouse.paths import glob_literal, local_path
 
-class DeltaRsStore:
+class DeltaRsStore(LakePaths):
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
 
     def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None, stage_above_bytes: int = STAGE_INPUT_BYTES):
         self.spark = spark
         self.stage_above_bytes = stage_above_bytes
         self.lake = Path(lake).resolve()
+        self.placed = {}
         if any(c in str(self.lake) for c in "[]"):  # delta-rs reads such a path as a URL host
             raise ValueError(f"delta-rs cannot hold Delta tables under a path with '[' or ']' "
                              f"({self.lake}): choose another lake folder")
@@ -43,10 +44,6 @@ class DeltaRsStore:
     def _around_commit(self, stage: str, name: str) -> None:
         if self.commit_hook is not None:
             self.commit_hook(stage, name)
-
-    # -- naming -----------------------------------------------------------------------------
-    def path(self, name: str) -> Path:
-        return lake_table_path(self.lake, name)
 
     def _table(self, name: str, version: int | None = None) -> DeltaTable | None:
         """The table's snapshot at ``version`` (None: the latest), loaded once per store: an

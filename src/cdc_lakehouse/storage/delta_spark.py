@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
 from cdc_lakehouse.storage.base import (
-    Commit, ConcurrentCommit, StreamingSourceChanged, TableInfo, UpsertSpec, lake_table_path, where_predicate,
+    Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
 
 # Delta's exceptions for a commit that another writer's commit made impossible.
@@ -60,19 +60,17 @@ _COLUMN_MAPPING = {"delta.columnMapping.mode": "name", "delta.minReaderVersion":
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
-class DeltaSparkStore:
+class DeltaSparkStore(LakePaths):
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
 
     def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None):
         self.spark = spark
         self.lake = Path(lake).resolve()
+        self.placed = {}
         # Called as hook("before"|"after", table) around every data commit: the seam where
         # reliability tests stop a run, as a crash would, at every commit point.
         self.commit_hook = commit_hook
         self._update_defaults: tuple | None = None
-
-    def path(self, name: str) -> Path:
-        return lake_table_path(self.lake, name)
 
     def _uri(self, name: str) -> str:
         return str(self.path(name))
