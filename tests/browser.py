@@ -41,7 +41,9 @@ def measured(page: Path, profile: Path, script: str, width: int = 1366) -> dict:
     runner = ("<script>window.addEventListener('load', () => {" + script +
               "; const out = document.createElement('pre'); out.id = 'probe';"
               " out.textContent = JSON.stringify(window.probe); document.body.appendChild(out); });</script>")
-    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", runner + "</body>"), encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    end = text.rindex("</body>")  # the page's own: the inlined plotly.js may hold the string too
+    probed.write_text(text[:end] + runner + text[end:], encoding="utf-8")
     found = PROBE.search(rendered_dom(probed, profile, width))
     assert found, "the probe script reported nothing"
     return json.loads(html.unescape(found.group(1)))
