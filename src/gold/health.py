@@ -30,9 +30,10 @@ if settings.onboarding.flows:
 
     # A materialized view keeps no past rows: the history is the view's snapshot at each update,
     # applied as SCD type 2. It reports failures too, so the local runtime takes the snapshot
-    # after the view, which it refreshes once this update's events are in the event log.
-    dp.create_streaming_table(HISTORY, comment=REPLICATION_HEALTH_HISTORY_COMMENT,
-                              table_properties={"quality": "gold", REPORTS_FAILURES: "true"})
+    # after the view, which it refreshes once this update's events are in the event log. A full
+    # refresh keeps it: nothing could compute the past again.
+    dp.create_streaming_table(HISTORY, comment=REPLICATION_HEALTH_HISTORY_COMMENT, table_properties={
+        "quality": "gold", REPORTS_FAILURES: "true", "pipelines.reset.allowed": "false"})
     dp.create_auto_cdc_from_snapshot_flow(target=HISTORY, source=HEALTH["name"], keys=["source"], stored_as_scd_type=2)
 
 
