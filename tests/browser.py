@@ -36,11 +36,12 @@ def rendered_dom(page: Path, profile: Path, width: int = 1366, height: int = 900
 
 def measured(page: Path, profile: Path, script: str, width: int = 1366) -> dict:
     """What ``script`` (JavaScript that sets ``window.probe``) finds in ``page`` once it is laid
-    out at ``width`` pixels: run on load, after the page's own scripts drew the charts."""
+    out at ``width`` pixels: run a second after load, once plotly drew the charts' axes (it
+    finishes after load; Chromium's virtual time makes the wait instant)."""
     probed = page.with_name(f"probed-{page.name}")
-    runner = ("<script>window.addEventListener('load', () => {" + script +
+    runner = ("<script>window.addEventListener('load', () => setTimeout(() => {" + script +
               "; const out = document.createElement('pre'); out.id = 'probe';"
-              " out.textContent = JSON.stringify(window.probe); document.body.appendChild(out); });</script>")
+              " out.textContent = JSON.stringify(window.probe); document.body.appendChild(out); }, 1000));</script>")
     text = page.read_text(encoding="utf-8")
     end = text.rindex("</body>")  # the page's own: the inlined plotly.js may hold the string too
     probed.write_text(text[:end] + runner + text[end:], encoding="utf-8")

@@ -260,7 +260,8 @@ def _chart(widget: Widget, rows: list[dict]) -> str:
     )
     if unit:
         ticks = duration_ticks(_stacked_top(fig, widget.kind == "bar"))
-        fig.update_yaxes(tickvals=ticks, ticktext=[duration_text(t) for t in ticks])
+        # From zero, as a lag reads; the ticks are those in range.
+        fig.update_yaxes(tickvals=ticks, ticktext=[duration_text(t) for t in ticks], rangemode="tozero")
     if enc["x"].get("scale", {}).get("type") == "categorical":  # biggest first, as a reader scans a ranking
         fig.update_xaxes(type="category", categoryorder="total descending")
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{widget.name}",
