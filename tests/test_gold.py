@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +36,7 @@ from cdc_lakehouse.runtime.loader import load_pipeline
 from cdc_lakehouse.runtime.runner import pipeline_configuration, run_pipeline
 from cdc_lakehouse.settings import PipelineSettings
 from cdc_lakehouse.storage import LakeStore
+from browser import rendered_dom
 from lake_helpers import REPO
 from silver_support import FIXTURES, PROJECT_SOURCES, TABLES, expected_frame, expected_rows, onboarding_for, run_project
 
@@ -360,6 +360,18 @@ def test_replication_health_after_the_last_run(history):
     assert (row["rolled_back_transactions"], row["quarantined_lines"], row["anomalous_changes"]) == (14, 2, 0)
 
 
+def test_health_history_keeps_the_row_of_each_update_that_measured_it(history):
+    """One version of the source's health row per update whose event log has the view refreshed
+    (the crashed run has none): held as it was then, the latest one the view itself."""
+    log = history.read("pipeline.event_log")
+    measured = log.filter((F.col("target") == "gold.replication_health") & (F.col("status") == "COMPLETED"))
+    past = history.read("gold.replication_health_history").filter(F.col("source") == SOURCE)
+    assert past.count() == measured.select("update_id").distinct().count() == 2
+    assert [r["held_transactions"] for r in past.orderBy("__START_AT").collect()] == [1, 0]
+    now = history.read("gold.replication_health")
+    assertDataFrameEqual(past.filter(F.col("__END_AT").isNull()).select(*now.columns), now)
+
+
 QUALITY_ANOMALIES = "source string, table string, anomalous_changes bigint, anomalies array<string>"
 
 
@@ -451,8 +463,9 @@ def test_every_dashboard_query_runs_on_the_lake(spark, history):
     datasets = lakeview.dataset_queries(board)
     queries = lakeview.LakeQueries(spark, history.lake)
     filled = {name for name, sql in datasets.items() if queries.rows(sql)[1]}
-    assert filled >= {"replication_health", "data_quality", "rows_per_layer", "activity", "changes_by_user_role",
-                      "biggest_transactions", "recent_changes", "landing_summary"}
+    assert filled >= {"replication_health", "largest_lag", "lag_history", "data_quality", "quarantine_per_table",
+                      "rows_per_layer", "activity", "changes_by_user_role", "biggest_transactions", "recent_changes",
+                      "landing_summary"}
     used = set()
     for widget in lakeview.widgets(board):
         if widget.kind != "text":
@@ -471,26 +484,15 @@ def test_dashboard_html_renders_its_charts_in_headless_chromium(history, tmp_pat
     page = tmp_path / "dashboard.html"
     args = parser.parse_args(["dashboard", "--lake", str(history.lake), "--out", str(page)])
     assert args.func(args) == 0
-    charts = [w.name for w in lakeview.widgets(lakeview.load()) if w.kind in lakeview.CHARTS]
-    dom = _rendered_dom(page, tmp_path / "profile")
-    for name in charts:
-        chart = dom.split(f'id="chart-{name}"', 1)
-        assert len(chart) == 2, f"chart {name} missing"
-        assert "main-svg" in chart[1].split('id="chart-', 1)[0], f"chart {name} did not render"
-
-
-def _rendered_dom(page: Path, profile: Path) -> str:
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.fail("headless Chromium is needed: run .ci/browser (Debian package chromium)")
-    command = [
-        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri(),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    charts = [w for w in lakeview.widgets(lakeview.load()) if w.kind in lakeview.CHARTS]
+    dom = rendered_dom(page, tmp_path / "profile")
+    for widget in charts:  # drawn, or without rows and saying so
+        chart = dom.split(f'id="chart-{widget.name}"', 1)
+        if len(chart) == 1:
+            empty = f'class="widget {widget.kind} empty" data-widget="{widget.name}"'
+            assert empty in dom and lakeview.empty_message(widget.title) in dom, f"chart {widget.name} missing"
+            continue
+        assert "main-svg" in chart[1].split('id="chart-', 1)[0], f"chart {widget.name} did not render"
 
 
 def test_schema_changes_the_replicas_do_not_follow_are_counted_per_table(history):

@@ -100,7 +100,7 @@ def apply_snapshots(runner, flow, target, batch, table_opts: dict) -> int:
     spec = _spec(flow.cdc)
     source = flow.cdc["source"]
     written = 0
-    for snapshot, version in _snapshots(runner, source, batch):
+    for snapshot, version in _snapshots(source, batch):
         current = current_rows(runner.store, target.name, spec.scd_type)
         changes = snapshot_changes(snapshot, current, spec.keys, version)
         written += cdc_apply.apply_changes(runner.store, target.name, changes, spec, batch, table_opts)
@@ -109,9 +109,11 @@ def apply_snapshots(runner, flow, target, batch, table_opts: dict) -> int:
     return written
 
 
-def _snapshots(runner, source, batch):
+def _snapshots(source, batch):
     if isinstance(source, str):
-        yield runner.read_dataset(source, f"snapshot flow into {batch.flow.target}"), batch.id + 1
+        # Read as the flow's read, so the table's version is recorded with the snapshot and an
+        # update in which it did not change skips the flow (FlowBatch.quiet).
+        yield batch.read(source), batch.id + 1
         return
     latest = batch.applied_snapshot()
     while True:

@@ -3,12 +3,19 @@ on a lake, rendered as one HTML page with plotly charts (plotly.js inlined: no n
 
 A widget's query is what Lakeview runs: the widget's field expressions over its dataset, grouped
 by the fields that are not aggregates (unless the query is ``disaggregated``).
+
+Durations read as people read them (``279 d 3 h``, ``6 min 12 s``): the datasets keep seconds and
+add the text ``DURATION_SQL`` makes of them, which tiles and tables show (Lakeview has no duration
+number format); a field named ``*_seconds`` or ``*_hours`` is a duration, shown so here and on
+chart axes (on Lakeview, charts plot hours). A table or chart without rows says so in one line
+("No held transactions"), one grid row high, and the rows it leaves empty close up.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +30,25 @@ from cdc_lakehouse.project_files import dashboard_file
 DASHBOARD_SCHEMA = "gold"
 AGGREGATE = re.compile(r"^\s*(SUM|COUNT|COUNT_IF|AVG|MIN|MAX|MEDIAN|ANY_VALUE|COUNT_DISTINCT)\s*\(", re.IGNORECASE)
 CHARTS = ("bar", "line", "area", "scatter")
+
+DURATION_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+DURATION_FIELD = re.compile(r"_(seconds|hours)\b")  # a field holding a duration, e.g. max(lag_hours)
+SECONDS_PER = {"seconds": 1, "hours": 3600}
+# Axis steps a reader counts in: seconds, minutes, hours, days.
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+              86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 60 * 86400, 90 * 86400, 180 * 86400, 365 * 86400)
+# The dashboard's datasets turn seconds (``{s}``) into text with this expression, as duration_text
+# does: the largest unit and the next one when not zero. NULL stays NULL.
+DURATION_SQL = (
+    "CASE WHEN {s} IS NULL THEN NULL "
+    "WHEN {s} < 60 THEN concat(CAST(CAST({s} AS BIGINT) AS STRING), ' s') "
+    "WHEN {s} < 3600 THEN concat_ws(' ', concat(CAST(floor({s} / 60) AS STRING), ' min'), "
+    "nullif(concat(CAST(floor({s} % 60) AS STRING), ' s'), '0 s')) "
+    "WHEN {s} < 86400 THEN concat_ws(' ', concat(CAST(floor({s} / 3600) AS STRING), ' h'), "
+    "nullif(concat(CAST(floor({s} % 3600 / 60) AS STRING), ' min'), '0 min')) "
+    "ELSE concat_ws(' ', concat(CAST(floor({s} / 86400) AS STRING), ' d'), "
+    "nullif(concat(CAST(floor({s} % 86400 / 3600) AS STRING), ' h'), '0 h')) END"
+)
 
 
 @dataclass
@@ -88,7 +114,50 @@ class LakeQueries:
         return df.columns, [r.asDict() for r in df.collect()]
 
 
+# -- durations --------------------------------------------------------------------------
+def duration_text(seconds: float | None) -> str:
+    """Seconds as people read them, as ``DURATION_SQL`` writes them: ``42 s``, ``6 min 12 s``,
+    ``2 h``, ``279 d 3 h``."""
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    for (unit, size), (smaller, smaller_size) in zip(DURATION_UNITS, DURATION_UNITS[1:]):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            part = int(rest // smaller_size)
+            return f"{int(whole)} {unit}" + (f" {part} {smaller}" if part else "")
+    raise AssertionError("unreachable: seconds >= 60 is at least a minute")
+
+
+def seconds_per_unit(field: str) -> int | None:
+    """How many seconds one unit of ``field`` is, when its name says it holds a duration."""
+    found = DURATION_FIELD.search(field)
+    return SECONDS_PER[found.group(1)] if found else None
+
+
+def duration_ticks(top: float, most: int = 6) -> list[float]:
+    """Axis ticks from 0 past ``top`` (seconds), at most ``most`` steps, at a step people count in."""
+    largest = TICK_STEPS[-1]
+    step = next((s for s in TICK_STEPS if top / s <= most), largest * math.ceil(top / largest / most))
+    return [float(step * i) for i in range(int(top // step) + 2)]
+
+
+def empty_message(title: str) -> str:
+    """What a panel without rows says: ``No`` and what its title counts, e.g. 'Quarantined lines
+    per table' -> 'No quarantined lines'."""
+    subject = re.split(r" per | by | over |, | \(", title, maxsplit=1)[0]
+    return f"No {subject[:1].lower()}{subject[1:]}"
+
+
 # -- HTML -----------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    widget: Widget
+    body: str
+    empty: bool = False
+
+
 def render(spark: SparkSession, lake: str | Path, dashboard: dict, title: str = "cdc-lakehouse") -> str:
     import plotly.offline
 
@@ -98,30 +167,55 @@ def render(spark: SparkSession, lake: str | Path, dashboard: dict, title: str = 
     sections = []
     for page in dashboard["pages"]:
         cells = [_cell(w, queries, datasets) for w in widgets(dashboard) if w.page == page["name"]]
-        sections.append(f"<section><h2>{html.escape(display[page['name']])}</h2>"
-                        f"<div class=\"grid\">{''.join(cells)}</div></section>")
+        placed = "".join(_placed(cell, y, height) for cell, (y, height) in zip(cells, grid_rows(cells)))
+        sections.append(f"<section><h2>{html.escape(display[page['name']])}</h2><div class=\"grid\">{placed}</div></section>")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return PAGE.format(
         title=html.escape(title), plotly=plotly.offline.get_plotlyjs(), sections="".join(sections), stamp=stamp,
     )
 
 
-def _cell(widget: Widget, queries: LakeQueries, datasets: dict[str, str]) -> str:
-    p = widget.position
-    style = f"grid-column: {p['x'] + 1} / span {p['width']}; grid-row: {p['y'] + 1} / span {p['height']};"
+def grid_rows(cells: list[Cell]) -> list[tuple[int, int]]:
+    """Each cell's first grid row and the rows it spans: an empty one takes one row, and the
+    rows no cell takes any more are dropped, so what is below moves up."""
+    spans = [(c.widget.position["y"], 1 if c.empty else c.widget.position["height"]) for c in cells]
+    taken = sorted({row for y, height in spans for row in range(y, y + height)})
+    moved = {row: i for i, row in enumerate(taken)}
+    return [(moved[y], height) for y, height in spans]
+
+
+def _placed(cell: Cell, y: int, height: int) -> str:
+    p = cell.widget.position
+    style = f"grid-column: {p['x'] + 1} / span {p['width']}; grid-row: {y + 1} / span {height};"
+    kind = cell.widget.kind + (" empty" if cell.empty else "")
+    return f"<div class=\"widget {kind}\" data-widget=\"{html.escape(cell.widget.name)}\" style=\"{style}\">{cell.body}</div>"
+
+
+def _cell(widget: Widget, queries: LakeQueries, datasets: dict[str, str]) -> Cell:
     if widget.kind == "text":
-        body = _markdown(widget.text)
-    else:
-        columns, rows = queries.rows(widget_sql(widget, datasets))
-        body = _body(widget, columns, rows)
-        body = f"<h3>{html.escape(widget.title)}</h3>{body}"
-    return f"<div class=\"widget {widget.kind}\" data-widget=\"{html.escape(widget.name)}\" style=\"{style}\">{body}</div>"
+        return Cell(widget, _markdown(widget.text or ""))
+    columns, rows = queries.rows(widget_sql(widget, datasets))
+    title = f"<h3>{html.escape(widget.title)}</h3>"
+    if _is_empty(widget, rows):
+        return Cell(widget, f"{title}<p class=\"empty\">{html.escape(empty_message(widget.title))}</p>", empty=True)
+    return Cell(widget, title + _body(widget, columns, rows))
+
+
+def _is_empty(widget: Widget, rows: list[dict]) -> bool:
+    """A table without rows, or a chart without a value other than 0 (axes around nothing)."""
+    if widget.kind == "table":
+        return not rows
+    if widget.kind in CHARTS:
+        y = widget.spec["encodings"]["y"]["fieldName"]
+        return not any(r[y] for r in rows)
+    return False
 
 
 def _body(widget: Widget, columns: list[str], rows: list[dict]) -> str:
     if widget.kind == "counter":
-        value = rows[0][widget.spec["encodings"]["value"]["fieldName"]] if rows else None
-        return f"<div class=\"counter-value\">{html.escape(_text(value))}</div>"
+        field = widget.spec["encodings"]["value"]["fieldName"]
+        value = rows[0][field] if rows else None
+        return f"<div class=\"counter-value\">{html.escape(_shown(field, value))}</div>"
     if widget.kind == "table":
         return _table(widget, rows)
     if widget.kind in CHARTS:
@@ -133,10 +227,10 @@ def _table(widget: Widget, rows: list[dict]) -> str:
     columns = widget.spec["encodings"]["columns"]
     head = "".join(f"<th>{html.escape(c.get('displayName', c['fieldName']))}</th>" for c in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_text(r[c['fieldName']]))}</td>" for c in columns) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td>{html.escape(_shown(c['fieldName'], r[c['fieldName']]))}</td>" for c in columns) + "</tr>"
+        for r in rows
     )
-    empty = "" if rows else f"<tr><td colspan=\"{len(columns)}\" class=\"empty\">no rows</td></tr>"
-    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{body}{empty}</tbody></table></div>"
+    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _chart(widget: Widget, rows: list[dict]) -> str:
@@ -145,31 +239,62 @@ def _chart(widget: Widget, rows: list[dict]) -> str:
     enc = widget.spec["encodings"]
     x, y = enc["x"]["fieldName"], enc["y"]["fieldName"]
     color = enc.get("color", {}).get("fieldName")
+    unit = seconds_per_unit(y)
     series: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: (_sort_key(r[x]), _text(r.get(color)))):
         series.setdefault(_text(r[color]) if color else enc["y"].get("displayName", y), []).append(r)
     fig = go.Figure()
     for name, points in series.items():
-        xs, ys = [p[x] for p in points], [p[y] for p in points]
+        xs, ys = [p[x] for p in points], [_scaled(p[y], unit) for p in points]
+        # A duration's hover text reads as the axis does (seconds plotted, "6 min 12 s" shown).
+        hover = dict(customdata=[duration_text(v) for v in ys], hovertemplate="%{x}<br>%{customdata}") if unit else {}
         if widget.kind == "bar":
-            fig.add_trace(go.Bar(name=name, x=xs, y=ys))
+            fig.add_trace(go.Bar(name=name, x=xs, y=ys, **hover))
         else:
             fill = "tozeroy" if widget.kind == "area" else None
             mode = "markers" if widget.kind == "scatter" else "lines+markers"
-            fig.add_trace(go.Scatter(name=name, x=xs, y=ys, mode=mode, fill=fill))
-    categorical = enc["x"].get("scale", {}).get("type") == "categorical"
+            fig.add_trace(go.Scatter(name=name, x=xs, y=ys, mode=mode, fill=fill, **hover))
     fig.update_layout(
-        barmode="stack", margin=dict(l=50, r=20, t=10, b=50), height=320, showlegend=bool(color),
-        xaxis_title=enc["x"].get("displayName", x), yaxis_title=enc["y"].get("displayName", y),
+        barmode="stack", margin=dict(l=60, r=20, t=10, b=50), height=320, showlegend=bool(color),
+        xaxis_title=enc["x"].get("displayName", x), yaxis_title=_axis_title(enc["y"].get("displayName", y), unit),
     )
-    if categorical:  # biggest first, as a reader scans a ranking
+    if unit:
+        ticks = duration_ticks(_stacked_top(fig, widget.kind == "bar"))
+        # From zero, as a lag reads; the ticks are those in range.
+        fig.update_yaxes(tickvals=ticks, ticktext=[duration_text(t) for t in ticks], rangemode="tozero")
+    if enc["x"].get("scale", {}).get("type") == "categorical":  # biggest first, as a reader scans a ranking
         fig.update_xaxes(type="category", categoryorder="total descending")
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{widget.name}",
                        config={"displaylogo": False, "responsive": True})
 
 
+def _scaled(value, unit: int | None):
+    return value * unit if unit and value is not None else value
+
+
+def _axis_title(title: str, unit: int | None) -> str:
+    """A duration axis reads in its own units: the unit Lakeview's title names is dropped."""
+    return re.sub(r"\s*\((s|h|seconds|hours)\)$", "", title) if unit else title
+
+
+def _stacked_top(fig, stacked: bool) -> float:
+    """The highest value plotted, the sum per x of stacked bars."""
+    totals: dict = {}
+    for trace in fig.data:
+        for x, y in zip(trace.x, trace.y):
+            if y is not None:
+                totals[x] = totals.get(x, 0) + y if stacked else max(totals.get(x, y), y)
+    return max([0.0, *totals.values()])
+
+
 def _sort_key(value):
     return (value is None, value if value is not None else 0)
+
+
+def _shown(field: str, value) -> str:
+    """A table cell or tile: a duration field as durations read, anything else as _text."""
+    unit = seconds_per_unit(field)
+    return duration_text(value * unit) if unit and value is not None else _text(value)
 
 
 def _text(value) -> str:
@@ -204,15 +329,17 @@ PAGE = """<!DOCTYPE html>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5rem; color: #1b3139; background: #f6f7f9; }}
 section {{ margin-bottom: 2rem; }}
-.grid {{ display: grid; grid-template-columns: repeat(6, 1fr); grid-auto-rows: 60px; gap: 12px; }}
+.grid {{ display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); grid-auto-rows: 60px; gap: 12px; }}
 .widget {{ background: #fff; border-radius: 6px; padding: 8px 12px; overflow: hidden;
           box-shadow: 0 1px 2px rgba(0,0,0,.15); }}
 .widget h3 {{ font-size: 0.95rem; margin: 0 0 6px; }}
 .counter-value {{ font-size: 2.2rem; font-weight: 600; }}
 .scroll {{ overflow: auto; height: calc(100% - 2rem); }}
 table {{ border-collapse: collapse; font-size: 0.8rem; width: 100%; }}
-th, td {{ text-align: left; padding: 2px 6px; border-bottom: 1px solid #e4e7eb; white-space: nowrap; }}
-td.empty {{ color: #888; }}
+/* Long ids and keys wrap anywhere: a table fits its panel, never scrolls sideways. */
+th, td {{ text-align: left; vertical-align: top; padding: 2px 6px; border-bottom: 1px solid #e4e7eb;
+          overflow-wrap: anywhere; }}
+p.empty {{ color: #6b7280; font-size: 0.9rem; line-height: 1.2; margin: 0; }}
 footer {{ color: #666; font-size: 0.8rem; }}
 </style>
 </head>

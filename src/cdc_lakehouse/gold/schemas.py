@@ -269,6 +269,15 @@ ROWS_PER_LAYER = GoldTable(
     ),
 )
 
+# Each update's rows of gold.replication_health, kept: AUTO CDC FROM SNAPSHOT (SCD type 2) of the
+# view, keyed by source; measured_at changes at every update that refreshes it, so each adds a
+# version. Its columns are the view's, with __START_AT and __END_AT (the snapshot versions).
+REPLICATION_HEALTH_HISTORY = "replication_health_history"
+REPLICATION_HEALTH_HISTORY_COMMENT = (
+    "Per source, its gold.replication_health row as each pipeline update measured it (one version per "
+    "update: SCD type 2 of the view's snapshots, __START_AT and __END_AT the snapshot versions): lag "
+    "over time, held transactions and quarantine as they were.")
+
 FIXED = (
     REPLICATION_WATERMARK, AUDIT_LOG, AUDIT_TRANSACTIONS, AUDIT_CHANGES_BY_USER_DAY, AUDIT_ROW_LAST_CHANGE,
     REPLICATION_HEALTH, HELD_TRANSACTIONS, DATA_QUALITY, ROWS_PER_LAYER,
