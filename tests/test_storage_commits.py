@@ -45,6 +45,52 @@ def test_a_batch_appended_by_a_racing_writer_is_not_appended_again(make_store, s
     assert store.read("s.t").count() == 2
 
 
+def test_an_overwrite_that_a_racing_append_lands_in_fails_and_keeps_both_writers_rows(spark, tmp_path):
+    """An overwrite replaces the files it read: a file another writer adds meanwhile is not among
+    them, so the overwrite must not commit (it would leave the racing rows beside its own).
+    delta-spark only: delta-rs, the bench's comparison engine, commits such an overwrite."""
+    from cdc_lakehouse.storage import DeltaSparkStore
+
+    def make_store(lake):
+        return DeltaSparkStore(spark, lake)
+
+    store = make_store(tmp_path)
+    store.overwrite("s.t", spark.createDataFrame([(1, "a")], "k long, v string"), Commit("flow", 0))
+    racing = spark.createDataFrame([(2, "b")], "k long, v string")
+    other = make_store(tmp_path)
+    store.commit_hook = lambda stage, name: other.append(name, racing, Commit("other", 0)) if stage == "before" else None
+    with pytest.raises(ConcurrentCommit):
+        store.overwrite("s.t", spark.createDataFrame([(3, "c")], "k long, v string"), Commit("flow", 1))
+    assertDataFrameEqual(store.read("s.t"), spark.createDataFrame([(1, "a"), (2, "b")], "k long, v string"))
+    assert store.committed_version("s.t", "flow") == 0
+
+
+def test_delta_spark_appends_and_overwrites_with_one_spark_job(spark, tmp_path):
+    """A write of unchanged columns is its files and its app transaction: Delta's writer looked
+    the writer's version up in the table's state, rebuilt from the log by three more jobs at
+    every commit, where the checksum file answers (storage/delta_txn.py)."""
+    from cdc_lakehouse.storage import DeltaSparkStore
+
+    store = DeltaSparkStore(spark, tmp_path)
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    store.append("s.t", rows, Commit("flow", 0))
+    tracker = spark.sparkContext.statusTracker()
+
+    def jobs_of(write, group: str) -> int:
+        spark.sparkContext.setJobGroup(group, "one store write")
+        try:
+            write()
+            return len(tracker.getJobIdsForGroup(group))
+        finally:
+            spark.sparkContext._jsc.clearJobGroup()
+
+    assert jobs_of(lambda: store.append("s.t", rows, Commit("flow", 1)), "append") == 1
+    assert jobs_of(lambda: store.overwrite("s.t", rows.union(rows), Commit("flow", 2)), "overwrite") == 1
+    assert store.append("s.t", rows, Commit("flow", 2)) == 0  # redelivered: nothing written
+    assert store.committed_version("s.t", "flow") == 2 and store.read("s.t").count() == 2
+    assert [h["operation"] for h in store.history("s.t", 2)] == ["WRITE", "WRITE"]
+
+
 def test_a_first_batch_already_in_is_not_appended_again(make_store, spark, tmp_path):
     """Batch 0 counts as in like any other (its version, 0, is no absence of one)."""
     store = make_store(tmp_path)

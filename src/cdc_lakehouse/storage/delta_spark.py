@@ -32,6 +32,7 @@ from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
+from cdc_lakehouse.storage.delta_txn import DeltaTransactions
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
@@ -242,6 +243,11 @@ class DeltaSparkStore(LakePaths):
             return 0
         if replace_where is None and not self.exists(name) and _creatable_in_one_commit(df):
             return self._create(name, df, commit, partition_by, properties, comment)
+        if replace_where is None and self.exists(name):
+            written = self._write_plainly(name, df, mode, partition_by, commit)
+            if written is not None:
+                self._set_properties(name, properties, comment)
+                return written
         writer = df.write.format("delta").mode(mode)
         if replace_where is not None:
             writer = writer.option("replaceWhere", replace_where)
@@ -264,6 +270,45 @@ class DeltaSparkStore(LakePaths):
         rows = self._rows_committed(name, token)
         self._set_properties(name, properties, comment)
         return rows
+
+    @functools.cached_property
+    def _transactions(self) -> DeltaTransactions:
+        return DeltaTransactions(self.spark)
+
+    def _write_plainly(self, name: str, df: DataFrame, mode: str, partition_by, commit: Commit | None) -> int | None:
+        """A write that only adds ``df``'s files (and for an overwrite removes the table's),
+        committed by ``delta_txn`` without Delta rebuilding the table's state; the rows written,
+        or None when the write needs Delta's writer (``_removed_by_plain_write``)."""
+        txn = self._transactions.start(self._uri(name))
+        removed = self._removed_by_plain_write(name, txn.read_version, df, mode, partition_by, commit)
+        if removed is None:
+            return None
+        with self._committing(name, commit) as token:
+            if not self._holds_at(name, txn.read_version, commit):  # else a racing writer's: reported
+                txn.write(df, mode == "overwrite", removed, commit, token)
+        return self._rows_committed(name, token)
+
+    def _removed_by_plain_write(self, name: str, version: int, df: DataFrame, mode: str, partition_by,
+                                commit: Commit | None) -> list[dict] | None:
+        """Whether a write of ``df`` into ``name`` at ``version`` needs no more than its files
+        and an app transaction (``delta_txn``): the table's schema and partitioning as the
+        version's checksum gives them, unchanged, its app transactions listed there, and for an
+        overwrite the files it lists. Then the files an overwrite removes ([] for an append);
+        else None: Delta's writer decides."""
+        found = checksum(self.path(name) / "_delta_log", version) or {}
+        metadata = found.get("metadata")
+        if commit is not None and "setTransactions" not in found:
+            return None
+        if metadata is None or metadata.get("configuration", {}).get("delta.columnMapping.mode", "none") != "none":
+            return None
+        partitioning = list(partition_by or [])
+        if partitioning != metadata.get("partitionColumns", []) and (partitioning or mode == "overwrite"):
+            return None
+        files = found.get("allFiles") if mode == "overwrite" else []
+        if files is None or any(f.get("deletionVector") for f in files):
+            return None
+        table = T.StructType.fromJson(json.loads(metadata["schemaString"]))
+        return files if table.simpleString() == df.schema.simpleString() else None
 
     def _create(self, name: str, df: DataFrame, commit: Commit | None, partition_by, properties: dict | None,
                 comment: str | None) -> int:
@@ -335,6 +380,13 @@ class DeltaSparkStore(LakePaths):
             return False
         version = self.committed_version(name, commit.app_id)
         return version is not None and version >= commit.version
+
+    def _holds_at(self, name: str, version: int, commit: Commit | None) -> bool:
+        """``_holds`` as of ``version`` (whose checksum the caller read)."""
+        if commit is None:
+            return False
+        held = (checksum_transactions(self.path(name) / "_delta_log", version) or {}).get(commit.app_id)
+        return held is not None and held >= commit.version
 
     @contextmanager
     def _committing(self, name: str, commit: Commit | None) -> Iterator[str]:
@@ -461,7 +513,12 @@ def _creatable_in_one_commit(df: DataFrame) -> bool:
     """Whether CREATE TABLE AS SELECT can make a table from ``df``: not with column mapping (see
     ``_create_mapped``), nor from a plan that counts rows for an ``Observation`` (expectations):
     Spark takes those counts from a write it runs itself, not from the inner write of a CTAS."""
-    return not _needs_column_mapping(df.schema) and "CollectMetrics" not in df._jdf.queryExecution().logical().toString()
+    return not _needs_column_mapping(df.schema) and not _observed(df)
+
+
+def _observed(df: DataFrame) -> bool:
+    """Whether the plan counts rows for an ``Observation``."""
+    return "CollectMetrics" in df._jdf.queryExecution().logical().toString()
 
 
 def _wanted_properties(properties: dict | None, comment: str | None) -> dict[str, str]:
@@ -473,7 +530,9 @@ def _wanted_properties(properties: dict | None, comment: str | None) -> dict[str
 
 
 def _concurrent(exc: Exception) -> bool:
-    text = str(exc)
+    """Raised by the JVM as it is (the class named in its text), or as delta-spark's Python class
+    of the same name once ``delta`` is imported (its text names only the error class)."""
+    text = " ".join([str(exc), *(kind.__name__ for kind in type(exc).__mro__)])
     return any(kind in text for kind in _CONCURRENT)
 
 
