@@ -1,7 +1,9 @@
 # Bronze of plain dlt-meta flows (docs/onboarding.md, "Flow kinds"): a cdc_feed flow's files as
 # they land (Auto Loader with the flow's reader options and schema, dlt-meta's metadata columns,
-# expectations and quarantine table), its append flows' rows, and its sinks; a snapshot flow's
-# successive full loads applied with AUTO CDC FROM SNAPSHOT.
+# expectations and quarantine table), or, with bronze_cdc_apply_changes, their changes applied with
+# AUTO CDC (the bronze table is the current state; scd_type 2 adds <bronze_table>_history); its
+# append flows' rows, and its sinks; a snapshot flow's successive full loads applied with AUTO CDC
+# FROM SNAPSHOT.
 # Separate from the change-stream bronze (landing_tables.py): per-table feeds, no transactions.
 # A silver-only flow (no source_format) has no bronze here: it reads a bronze table another fills.
 from pyspark import pipelines as dp
@@ -23,8 +25,11 @@ def define_feed(flow) -> None:
         details = flow.source_details
         return dlt_meta.cloud_files(spark, flow.source_path, flow.bronze_reader_options, schema, details.source_metadata)
 
-    dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
-             table_properties=properties)(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
+    if flow.bronze_cdc_apply_changes is None:
+        dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
+                 table_properties=properties)(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
+    else:  # dlt-meta's bronze_cdc_apply_changes: the files' changes applied to the bronze table
+        dlt_meta.define_auto_cdc(dp, spark, flow, "bronze", view, rules)
     dlt_meta.define_quarantine(dp, spark, flow, "bronze", view, rules)
     dlt_meta.define_append_flows(dp, spark, flow, "bronze", flow.bronze_target)
     dlt_meta.define_sinks(dp, spark, flow, "bronze", view)

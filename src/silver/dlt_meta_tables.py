@@ -18,14 +18,6 @@ def table_properties(flow) -> dict:
     return {**flow.silver_table_properties, "quality": "silver"}
 
 
-def replica_tables(flow) -> None:
-    comment = f"Current state of the dlt-meta flow {flow.data_flow_id}."
-    dp.create_streaming_table(flow.silver_target, comment=comment, table_properties=table_properties(flow))
-    if flow.scd2_target:
-        dp.create_streaming_table(flow.scd2_target, comment=f"History (SCD2) of the dlt-meta flow {flow.data_flow_id}.",
-                                  table_properties={"quality": "silver"})
-
-
 def define_feed(flow) -> None:
     view = f"dlt_meta_{flow.data_flow_id}_transformed"
     shape = dlt_meta.transformation(flow)  # read here: a bad file fails the update at once
@@ -38,30 +30,12 @@ def define_feed(flow) -> None:
     if flow.silver_cdc_apply_changes is None:
         dp.table(name=flow.silver_target, comment=f"Rows of the dlt-meta flow {flow.data_flow_id}, transformed.",
                  table_properties=table_properties(flow))(rules.decorate(dp, dlt_meta.stream_of(spark, view)))
-    else:
-        define_replicas(flow, view, rules)
+    else:  # the changes that pass the silver rules, applied to the replicas
+        dlt_meta.define_auto_cdc(dp, spark, flow, "silver", view, rules)
     # Both read the changes as transformed: the silver rules filter neither, as in dlt-meta.
     dlt_meta.define_quarantine(dp, spark, flow, "silver", view, rules)
     dlt_meta.define_append_flows(dp, spark, flow, "silver", flow.silver_target)
     dlt_meta.define_sinks(dp, spark, flow, "silver", view)
-
-
-def define_replicas(flow, view: str, rules: dlt_meta.Expectations) -> None:
-    """AUTO CDC of the changes that pass the silver rules (and silver_cdc_apply_changes.where)."""
-    checked = f"dlt_meta_{flow.data_flow_id}_changes"
-    cdc = flow.silver_cdc_apply_changes
-
-    def passing():
-        df = spark.readStream.table(view)
-        return df.where(cdc.where) if cdc.where else df
-
-    dp.temporary_view(name=checked, comment=f"Changes of the dlt-meta flow {flow.data_flow_id} that pass its rules.")(
-        rules.decorate(dp, passing))
-    replica_tables(flow)
-    dp.create_auto_cdc_flow(target=flow.silver_target, source=checked, name=cdc.flow_name, once=cdc.once,
-                            **flow.apply_changes_args(1))
-    if flow.scd2_target:
-        dp.create_auto_cdc_flow(target=flow.scd2_target, source=checked, once=cdc.once, **flow.apply_changes_args(2))
 
 
 def define_snapshot(flow) -> None:
@@ -72,7 +46,7 @@ def define_snapshot(flow) -> None:
     def snapshot():
         return shape.apply(spark.read.table(flow.bronze_target))
 
-    replica_tables(flow)
+    dlt_meta.define_current_and_history(dp, flow, "silver")
     apply = flow.silver_apply_changes_from_snapshot.args()
     current = {"keys": apply["keys"], "stored_as_scd_type": 1}  # track_history is SCD2's
     dp.create_auto_cdc_from_snapshot_flow(target=flow.silver_target, source=view, **current)
