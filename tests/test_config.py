@@ -214,7 +214,8 @@ SINGLE_FLOW_ERRORS = {
     ),
     "unsupported dlt-meta key": (
         {"bronze_custom_transform_func": "f"},
-        "bronze_custom_transform_func: dlt-meta key not supported by cdc-lakehouse",
+        "bronze_custom_transform_func: dlt-meta key not supported by cdc-lakehouse: a function, not an onboarding "
+        "key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline",
     ),
     "bronze AUTO CDC": (
         {"bronze_cdc_apply_changes": {"keys": ["id"], "sequence_by": "ts", "scd_type": "1"}},

@@ -36,7 +36,11 @@ ENV_KEYS = FLOW_ENV_KEYS | SOURCE_DETAILS_ENV_KEYS
 UNSUPPORTED_KEYS = {
     "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
     "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
-    "bronze_custom_transform_func": "transformations are silver_transformation_json select/where",
+    **dict.fromkeys(
+        ("bronze_custom_transform_func", "silver_custom_transform_func", "bronze_next_snapshot_and_version",
+         "silver_next_snapshot_and_version"),
+        "a function, not an onboarding key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline "
+        "(cdc_lakehouse.dataflow_pipeline; docs/onboarding.md, \"From a dlt-meta notebook\")"),
 }
 
 _LAYOUT = "a storage layout setting; the rows are the same without it"
