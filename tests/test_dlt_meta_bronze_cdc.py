@@ -37,11 +37,13 @@ DELETES = {"products": "Op,dmsTimestamp,product_id,name,price\nD,2022-06-24 19:1
 
 
 def with_an_scd1_copy(folder: Path) -> None:
-    """dlt-meta's two flows, and its stores flow again as ``stores_scd1`` with scd_type 1."""
+    """dlt-meta's two flows, and its stores flow again as ``stores_scd1`` with scd_type 1 ..."""
     flows = json.loads((folder / UPSTREAM).read_text())
     [scd1] = [copy.deepcopy(flow) for flow in flows if flow["bronze_table"] == "stores"]
     scd1.update(data_flow_id="2021", bronze_table="stores_scd1")
-    scd1["bronze_cdc_apply_changes"]["scd_type"] = "1"
+    # ... sequenced by two columns, which dlt-meta orders as a struct: the same order here, as no
+    # store changes twice at one dmsTimestamp
+    scd1["bronze_cdc_apply_changes"].update(scd_type="1", sequence_by="dmsTimestamp, store_id")
     (folder / ONBOARDING).write_text(json.dumps([*flows, scd1], indent=2))
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -207,10 +207,19 @@ def define_auto_cdc(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, vi
     dp.temporary_view(name=checked, comment=f"Changes of the dlt-meta flow {flow.data_flow_id} that pass its "
                                             f"{layer} rules.")(rules.decorate(dp, passing))
     define_current_and_history(dp, flow, layer)
+    sequence_by = sequence_column(cdc.sequence_by)
     dp.create_auto_cdc_flow(target=target, source=checked, name=cdc.flow_name, once=cdc.once,
-                            **flow.apply_changes_args(1, layer))
+                            **{**flow.apply_changes_args(1, layer), "sequence_by": sequence_by})
     if history:
-        dp.create_auto_cdc_flow(target=history, source=checked, once=cdc.once, **flow.apply_changes_args(2, layer))
+        dp.create_auto_cdc_flow(target=history, source=checked, once=cdc.once,
+                                **{**flow.apply_changes_args(2, layer), "sequence_by": sequence_by})
+
+
+def sequence_column(sequence_by: str) -> str | Column:
+    """dlt-meta's ``sequence_by``: a column, or several, comma-separated, ordered as the struct
+    of them (the first decides, the next break its ties), as dlt-meta's cdc_apply_changes does."""
+    columns = [column.strip() for column in sequence_by.split(",") if column.strip()]
+    return F.struct(*columns) if len(columns) > 1 else sequence_by
 
 
 def define_current_and_history(dp: Any, flow: DataFlow, layer: str) -> None:
