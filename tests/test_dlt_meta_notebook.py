@@ -25,6 +25,8 @@ from test_dlt_meta_fanout import CARS_FILE, cars, fanned_out
 
 from cdc_lakehouse.cli import main
 from cdc_lakehouse.dataflow_pipeline import DataflowPipeline
+from cdc_lakehouse.runtime.loader import load_pipeline
+from cdc_lakehouse.runtime.runner import pipeline_configuration
 from cdc_lakehouse.storage import LakeStore
 
 DATA = Path(__file__).parent / "data" / "dlt_meta"
@@ -128,3 +130,13 @@ def test_the_snapshot_functions_feed_auto_cdc_from_snapshot(spark, notebook):
 def test_a_layer_dlt_meta_does_not_have_is_an_error(spark, layer):
     with pytest.raises(ValueError, match="layer must be one of bronze, silver, bronze_silver"):
         DataflowPipeline.invoke_dlt_pipeline(spark, layer)
+
+
+def test_the_group_a_layer_names_selects_its_flows(spark, notebook):
+    """``bronze.group`` / ``silver.group``, as dlt-meta reads them: both flows are of group A1."""
+    conf = {"cdc_lakehouse.onboarding_file": str(notebook / "onboarding_notebook.json"), "cdc_lakehouse.env": "demo",
+            "layer": "bronze_silver", "bronze.group": "A1", "silver.group": "B1"}
+    with pipeline_configuration(spark, conf):
+        datasets = load_pipeline(spark, [str(notebook / "notebook.py")]).datasets
+    assert {"dlt_meta_bronze.cars", "dlt_meta_bronze.stores"} <= {name.partition(".")[2] for name in datasets}
+    assert not [name for name in datasets if "silver" in name]
