@@ -213,8 +213,13 @@ SINGLE_FLOW_ERRORS = {
         "capture: unknown key; cdc-lakehouse settings go under cdc_lakehouse:",
     ),
     "unsupported dlt-meta key": (
-        {"bronze_cdc_apply_changes": {"keys": ["id"]}},
-        "bronze_cdc_apply_changes: dlt-meta key not supported by cdc-lakehouse",
+        {"bronze_custom_transform_func": "f"},
+        "bronze_custom_transform_func: dlt-meta key not supported by cdc-lakehouse: a function, not an onboarding "
+        "key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline",
+    ),
+    "bronze AUTO CDC": (
+        {"bronze_cdc_apply_changes": {"keys": ["id"], "sequence_by": "ts", "scd_type": "1"}},
+        "bronze_cdc_apply_changes: not supported for a shadow flow: its bronze keeps the raw landing data",
     ),
     "missing key": ({"silver_table": DELETE}, "silver_table: required key is missing"),
     "missing nested key": (
@@ -457,6 +462,11 @@ def make_feed_flow(flow_id="301", table="stores", **changes):
     return _apply(flow, changes)
 
 
+# dlt-meta's tests/resources/onboarding_ac_bronze_type2.json, SCD1
+BRONZE_CDC = {"keys": ["store_id"], "sequence_by": "dmsTimestamp", "scd_type": "1", "apply_as_deletes": "Op = 'D'",
+              "except_column_list": ["Op", "dmsTimestamp", "_rescued_data"]}
+
+
 def make_snapshot_flow(flow_id="302", table="stores", **changes):
     """A dlt-meta ``source_format: snapshot`` flow over CSV full loads ``LOAD_<n>.csv``."""
     apply = {"keys": ["store_id"], "scd_type": "1"}
@@ -493,6 +503,13 @@ def append_flow(**changes):
     return {**flow, **changes}
 
 
+def make_bronze_only_flow(flow_id="301", **changes):
+    """A dlt-meta cloudFiles flow with no silver key (dlt-meta's integration test group A2)."""
+    flow = make_feed_flow(flow_id, **{CDC: DELETE}, silver_table=DELETE, silver_database_dev=DELETE,
+                          silver_database_prod=DELETE, bronze_quarantine_table="stores_q")
+    return _apply(flow, changes)
+
+
 def test_a_plain_dlt_meta_cloudfiles_flow_is_a_cdc_feed(tmp_path):
     onboarding = load_onboarding(write(tmp_path, [make_flow(), make_feed_flow()]))
     feed = onboarding.flow(301)
@@ -505,6 +522,18 @@ def test_a_plain_dlt_meta_cloudfiles_flow_is_a_cdc_feed(tmp_path):
     assert feed.apply_changes_args(1) == {  # no change-stream TRUNCATE: the feed has no __op
         "keys": ["store_id"], "sequence_by": "dmsTimestamp", "stored_as_scd_type": 1,
         "ignore_null_updates": False, "apply_as_deletes": "Op = 'D'", "except_column_list": ["Op", "dmsTimestamp"]}
+
+
+def test_a_bronze_only_feed_applying_its_changes_to_bronze(tmp_path):
+    flow = load_onboarding(write(tmp_path, [make_bronze_only_flow(
+        bronze_cdc_apply_changes={**BRONZE_CDC, "scd_type": "2", "flow_name": "stores_cdc"})])).flow(301)
+    assert (flow.target("bronze"), flow.history_target("bronze")) == ("bronze_dev.stores", "bronze_dev.stores_history")
+    assert flow.auto_cdc("bronze").flow_name == "stores_cdc" and flow.auto_cdc("silver") is None
+    assert flow.apply_changes_args(2, "bronze") == {
+        "keys": ["store_id"], "sequence_by": "dmsTimestamp", "stored_as_scd_type": 2, "ignore_null_updates": False,
+        "apply_as_deletes": "Op = 'D'", "except_column_list": ["Op", "dmsTimestamp", "_rescued_data"]}
+    with pytest.raises(ValueError, match="no silver_cdc_apply_changes"):
+        flow.apply_changes_args(1)
 
 
 def test_a_snapshot_flow(tmp_path):
@@ -556,6 +585,19 @@ DLT_META_ERRORS = {
                                  f"{CDC}.ignore_null_updates_column_list: not supported by cdc-lakehouse"),
     "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
                                    f"{CDC}.where: not supported for a shadow flow"),
+    "bronze AUTO CDC with silver": (make_feed_flow(bronze_cdc_apply_changes=BRONZE_CDC),
+                                    "bronze_cdc_apply_changes: not supported with silver tables in the flow"),
+    "bronze AUTO CDC with append flows": (
+        make_bronze_only_flow(bronze_cdc_apply_changes=BRONZE_CDC, bronze_append_flows=[append_flow()]),
+        "bronze_append_flows: not supported with bronze_cdc_apply_changes"),
+    "bronze AUTO CDC of snapshots": (make_snapshot_flow(bronze_cdc_apply_changes=BRONZE_CDC),
+                                     "bronze_cdc_apply_changes: only for source_format cloudFiles"),
+    "bronze AUTO CDC of SCD1 with history columns": (
+        make_bronze_only_flow(bronze_cdc_apply_changes={**BRONZE_CDC, "track_history_column_list": ["address"]}),
+        "bronze_cdc_apply_changes.track_history_column_list: only allowed with scd_type 2"),
+    "bronze AUTO CDC leaving out its key": (
+        make_bronze_only_flow(bronze_cdc_apply_changes={**BRONZE_CDC, "except_column_list": ["store_id"]}),
+        "bronze_cdc_apply_changes.except_column_list: key column 'store_id' cannot be excluded"),
     "change stream with snapshot apply": (
         make_flow(silver_apply_changes_from_snapshot={"keys": ["customer_id"], "scd_type": 1}),
         "silver_apply_changes_from_snapshot: not supported for a shadow flow"),
@@ -631,13 +673,6 @@ SINK_ERRORS = {
 @pytest.mark.parametrize("flow, expected", SINK_ERRORS.values(), ids=SINK_ERRORS.keys())
 def test_sink_errors(tmp_path, flow, expected):
     assert expected in error_of(tmp_path, [flow])
-
-
-def make_bronze_only_flow(flow_id="301", **changes):
-    """A dlt-meta cloudFiles flow with no silver key (dlt-meta's integration test group A2)."""
-    flow = make_feed_flow(flow_id, **{CDC: DELETE}, silver_table=DELETE, silver_database_dev=DELETE,
-                          silver_database_prod=DELETE, bronze_quarantine_table="stores_q")
-    return _apply(flow, changes)
 
 
 def test_a_bronze_only_flow_has_no_silver_tables(tmp_path):

@@ -24,6 +24,8 @@ LAYER_OF = {
     "storage": "storage",
     "config": "config", "settings": "config", "flow_state": "config",
     "bronze": "bronze", "silver": "silver", "cdc": "cdc", "snapshot": "snapshot", "gold": "gold",
+    # dlt-meta's notebook entry point and the specs it hands the user's functions: pipeline code
+    "dataflow_spec": "bronze", "dataflow_pipeline": "silver",
     "runtime": "runtime",
 }
 

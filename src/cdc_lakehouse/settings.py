@@ -48,7 +48,7 @@ class PipelineSettings:
 
         return cls(
             landing_path=conf(LANDING_PATH).rstrip("/"),
-            onboarding=load_onboarding(conf(ONBOARDING_FILE), env=conf(ENV, "dev")),
+            onboarding=pipeline_onboarding(spark),
             bronze=conf("cdc_lakehouse.bronze_schema", "bronze"),
             silver=conf("cdc_lakehouse.silver_schema", "silver"),
             gold=conf("cdc_lakehouse.gold_schema", "gold"),
@@ -57,6 +57,14 @@ class PipelineSettings:
 
     def sources(self, capture: str) -> list[str]:
         return sorted({f.source for f in self.onboarding.flows if f.capture == capture})
+
+
+def pipeline_onboarding(spark) -> Onboarding:
+    """The onboarding file the pipeline configuration names, for its env (default dev)."""
+    path = spark.conf.get(ONBOARDING_FILE, None)
+    if path is None:
+        raise ValueError(f"the pipeline configuration needs '{ONBOARDING_FILE}' (set it in resources/*.pipeline.yml)")
+    return load_onboarding(path, env=spark.conf.get(ENV, "dev"))
 
 
 def _minutes(key: str, value: str | None) -> int | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -188,6 +188,50 @@ def define_sinks(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view:
         dp.create_sink(name=sink.name, format=sink.format, options=dict(sink.options))
         dp.append_flow(name=f"{sink.name}_flow", target=sink.name, comment=f"Sink flow for {sink.name}")(
             _sink_rows(spark, view, sink))
+
+
+def define_auto_cdc(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str, rules: Expectations) -> None:
+    """dlt-meta's ``<layer>_cdc_apply_changes``: AUTO CDC of the rows of ``view`` that pass the
+    layer's rules (and the ``where`` of its arguments) into the layer's table, its current state;
+    with scd_type 2 also into its history table (``DataFlow.history_target``)."""
+    cdc = flow.auto_cdc(layer)
+    target, history = flow.target(layer), flow.history_target(layer)
+    if cdc is None or target is None:
+        raise ValueError(f"flow {flow.data_flow_id} has no {layer}_cdc_apply_changes")
+    checked = f"dlt_meta_{flow.data_flow_id}_{layer}_changes"
+
+    def passing() -> DataFrame:
+        df = spark.readStream.table(view)
+        return df.where(cdc.where) if cdc.where else df
+
+    dp.temporary_view(name=checked, comment=f"Changes of the dlt-meta flow {flow.data_flow_id} that pass its "
+                                            f"{layer} rules.")(rules.decorate(dp, passing))
+    define_current_and_history(dp, flow, layer)
+    sequence_by = sequence_column(cdc.sequence_by)
+    dp.create_auto_cdc_flow(target=target, source=checked, name=cdc.flow_name, once=cdc.once,
+                            **{**flow.apply_changes_args(1, layer), "sequence_by": sequence_by})
+    if history:
+        dp.create_auto_cdc_flow(target=history, source=checked, once=cdc.once,
+                                **{**flow.apply_changes_args(2, layer), "sequence_by": sequence_by})
+
+
+def sequence_column(sequence_by: str) -> str | Column:
+    """dlt-meta's ``sequence_by``: a column, or several, comma-separated, ordered as the struct
+    of them (the first decides, the next break its ties), as dlt-meta's cdc_apply_changes does."""
+    columns = [column.strip() for column in sequence_by.split(",") if column.strip()]
+    return F.struct(*columns) if len(columns) > 1 else sequence_by
+
+
+def define_current_and_history(dp: Any, flow: DataFlow, layer: str) -> None:
+    """The streaming tables AUTO CDC of the layer fills: its table, the current state, and its
+    SCD2 history table when it has one."""
+    properties = {**getattr(flow, f"{layer}_table_properties"), "quality": layer}
+    dp.create_streaming_table(flow.target(layer), comment=f"Current state of the dlt-meta flow {flow.data_flow_id}.",
+                              table_properties=properties)
+    history = flow.history_target(layer)
+    if history:
+        dp.create_streaming_table(history, comment=f"History (SCD2) of the dlt-meta flow {flow.data_flow_id}.",
+                                  table_properties={"quality": layer})
 
 
 def _sink_rows(spark: SparkSession, view: str, sink: Sink) -> Callable[[], DataFrame]:

@@ -34,10 +34,13 @@ ENV_KEYS = FLOW_ENV_KEYS | SOURCE_DETAILS_ENV_KEYS
 
 # dlt-meta keys we know but do not implement: saying why beats a bare "unknown key".
 UNSUPPORTED_KEYS = {
-    "bronze_cdc_apply_changes": "bronze keeps the raw landing data; changes are applied in silver",
     "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
     "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
-    "bronze_custom_transform_func": "transformations are silver_transformation_json select/where",
+    **dict.fromkeys(
+        ("bronze_custom_transform_func", "silver_custom_transform_func", "bronze_next_snapshot_and_version",
+         "silver_next_snapshot_and_version"),
+        "a function, not an onboarding key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline "
+        "(cdc_lakehouse.dataflow_pipeline; docs/onboarding.md, \"From a dlt-meta notebook\")"),
 }
 
 _LAYOUT = "a storage layout setting; the rows are the same without it"
@@ -88,6 +91,7 @@ CHANGE_STREAM_UNSUPPORTED = {
     "bronze_quarantine_table_properties": "bronze quarantine tables are the contract's (docs/bronze.md)",
     "silver_transformation_json": "use cdc_lakehouse.column_filters",
     "silver_data_quality_expectations_json": "bad values become anomalies (docs/onboarding.md)",
+    "bronze_cdc_apply_changes": "its bronze keeps the raw landing data; its changes are applied in silver",
     "bronze_append_flows": "its bronze reads its landing folder only",
     "silver_append_flows": "its replicas hold the source table's rows only",
     "bronze_sinks": "its outputs are the gold tables",

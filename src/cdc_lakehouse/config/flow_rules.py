@@ -9,9 +9,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cdc_lakehouse.config.dlt_meta_keys import CHANGE_STREAM_IGNORED, CHANGE_STREAM_UNSUPPORTED, render_key
-from cdc_lakehouse.config.models import AppendFlow, ColumnFilters, DataFlow, Sink, contains_column, reader_format
+from cdc_lakehouse.config.models import (
+    AppendFlow,
+    CdcApplyChanges,
+    ColumnFilters,
+    DataFlow,
+    Sink,
+    contains_column,
+    reader_format,
+)
 
 _CDC = "silver_cdc_apply_changes"
+_BRONZE_CDC = "bronze_cdc_apply_changes"
 _FILTERS = "cdc_lakehouse.column_filters"
 _REMOVED = {"drop": "dropped", "mask": "masked", "hash": "hashed", "rename": "renamed away"}
 
@@ -82,7 +91,7 @@ SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 def _feed_problems(flow: DataFlow) -> list[str]:
     """What a cdc_feed flow's bronze needs: its files, the append flows' sources, its sinks."""
-    problems = _append_flows_problems(flow, "bronze") + _sinks_problems(flow, "bronze")
+    problems = _append_flows_problems(flow, "bronze") + _sinks_problems(flow, "bronze") + _bronze_cdc_problems(flow)
     if flow.bronze_apply_changes_from_snapshot is not None:
         problems.append("bronze_apply_changes_from_snapshot: only for source_format snapshot")
     if flow.source_details.snapshot_format is not None:
@@ -93,6 +102,21 @@ def _feed_problems(flow: DataFlow) -> list[str]:
     if fmt not in FEED_FORMATS:
         problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
                         f"(got {fmt!r})")
+    return problems
+
+
+def _bronze_cdc_problems(flow: DataFlow) -> list[str]:
+    """AUTO CDC into bronze: its table takes no appended rows, and no silver reads it."""
+    if flow.bronze_cdc_apply_changes is None:
+        return []
+    problems = []
+    if flow.bronze_append_flows:
+        problems.append(f"bronze_append_flows: not supported with {_BRONZE_CDC} (rows appended to the bronze table "
+                        f"would bypass the changes applied to it)")
+    if flow.has_silver:
+        problems.append(f"{_BRONZE_CDC}: not supported with silver tables in the flow: AUTO CDC updates and deletes "
+                        f"the bronze rows, which silver cannot read as a stream (on Databricks neither); onboard the "
+                        f"bronze layer alone, as dlt-meta's own examples of it do")
     return problems
 
 
@@ -158,6 +182,8 @@ def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
 def _snapshot_problems(flow: DataFlow) -> list[str]:
     """What a snapshot flow's bronze needs: its full loads, applied as they come."""
     problems = _snapshot_layer_problems(flow, "bronze")
+    if flow.bronze_cdc_apply_changes is not None:
+        problems.append(f"{_BRONZE_CDC}: only for source_format cloudFiles (use bronze_apply_changes_from_snapshot)")
     if flow.bronze_quarantine_table:
         problems.append(f"bronze_quarantine_table: {_DROPPED_AS_DELETES}")
     if flow.source_details.source_metadata is not None:
@@ -200,7 +226,8 @@ def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
 BRONZE_SOURCE_KEYS = (
     "source_details", "bronze_reader_options", "bronze_table_properties", "bronze_data_quality_expectations_json",
     "bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
-    "bronze_quarantine_table_properties", "bronze_apply_changes_from_snapshot", "bronze_append_flows", "bronze_sinks",
+    "bronze_quarantine_table_properties", "bronze_cdc_apply_changes", "bronze_apply_changes_from_snapshot",
+    "bronze_append_flows", "bronze_sinks",
 )
 
 
@@ -222,36 +249,39 @@ _FEED_ONLY = ("where", "once")
 
 
 def flow_problems(flow: DataFlow) -> list[str]:
-    """How the flow's AUTO CDC keys fit together and with its column filters."""
-    cdc = flow.silver_cdc_apply_changes
-    if cdc is None:
-        return []
-    problems = _key_problems(flow) + _filter_problems(flow.column_filters)
-    problems += [f"{_CDC}.{name}: not supported by cdc-lakehouse (use ignore_null_updates)"
-                 for name in _UNPASSED if getattr(cdc, name) is not None]
-    if flow.is_change_stream:
-        problems += [f"{_CDC}.{name}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
-                     for name in _FEED_ONLY if getattr(cdc, name)]
-    if cdc.column_list is not None and cdc.except_column_list is not None:
-        problems.append(f"{_CDC}: column_list and except_column_list cannot be used together")
-    if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
-        problems.append(
-            f"{_CDC}: track_history_column_list and track_history_except_column_list "
-            f"cannot be used together"
-        )
-    problems += _scd_type_problems(flow)
+    """How the flow's AUTO CDC keys (of each layer) fit together and with its column filters."""
+    problems = _filter_problems(flow.column_filters) if flow.silver_cdc_apply_changes is not None else []
+    for layer in ("bronze", "silver"):
+        cdc = flow.auto_cdc(layer)
+        if cdc is not None:
+            problems += _cdc_problems(flow, cdc, f"{layer}_cdc_apply_changes")
     return problems
 
 
-def _key_problems(flow: DataFlow) -> list[str]:
-    cdc = flow.cdc
+def _cdc_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
+    """One ``<layer>_cdc_apply_changes`` (``name``): its keys, column lists and SCD type."""
+    problems = _key_problems(flow, cdc, name)
+    problems += [f"{name}.{arg}: not supported by cdc-lakehouse (use ignore_null_updates)"
+                 for arg in _UNPASSED if getattr(cdc, arg) is not None]
+    if flow.is_change_stream:
+        problems += [f"{name}.{arg}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
+                     for arg in _FEED_ONLY if getattr(cdc, arg)]
+    if cdc.column_list is not None and cdc.except_column_list is not None:
+        problems.append(f"{name}: column_list and except_column_list cannot be used together")
+    if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
+        problems.append(f"{name}: track_history_column_list and track_history_except_column_list cannot be used "
+                        f"together")
+    return problems + _scd_type_problems(flow, cdc, name)
+
+
+def _key_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
     problems = []
     for key in cdc.keys:
         if contains_column(cdc.except_column_list or [], key):
-            problems.append(f"{_CDC}.except_column_list: key column {key!r} cannot be excluded")
+            problems.append(f"{name}.except_column_list: key column {key!r} cannot be excluded")
         if cdc.column_list is not None and not contains_column(cdc.column_list, key):
-            problems.append(f"{_CDC}.column_list: must include key column {key!r}")
-        removal = flow.column_filters.removal_of(key)
+            problems.append(f"{name}.column_list: must include key column {key!r}")
+        removal = flow.column_filters.removal_of(key) if name == _CDC else None
         if removal:
             problems.append(f"{_FILTERS}.{removal}: key column {key!r} cannot be {_REMOVED[removal]}")
     return problems
@@ -272,21 +302,21 @@ def _filter_problems(filters: ColumnFilters) -> list[str]:
     return problems
 
 
-def _scd_type_problems(flow: DataFlow) -> list[str]:
-    cdc = flow.cdc
+def _scd_type_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
+    extension = flow.cdc_lakehouse if name == _CDC else None  # its scd2_table is silver's
     if cdc.scd_type == 2:
         problems = []
         if cdc.apply_as_truncates:
-            problems.append(f"{_CDC}.apply_as_truncates: only allowed with scd_type 1")
-        if flow.scd2_table and flow.scd2_table.casefold() == flow.replica_table.casefold():
+            problems.append(f"{name}.apply_as_truncates: only allowed with scd_type 1")
+        if extension and flow.scd2_table and flow.scd2_table.casefold() == flow.replica_table.casefold():
             problems.append("cdc_lakehouse.scd2_table: must differ from silver_table (the SCD1 replica)")
         return problems
     problems = [
-        f"{_CDC}.{name}: only allowed with scd_type 2"
-        for name in ("track_history_column_list", "track_history_except_column_list")
-        if getattr(cdc, name) is not None
+        f"{name}.{arg}: only allowed with scd_type 2"
+        for arg in ("track_history_column_list", "track_history_except_column_list")
+        if getattr(cdc, arg) is not None
     ]
-    if flow.cdc_lakehouse and flow.cdc_lakehouse.scd2_table:
+    if extension and extension.scd2_table:
         problems.append(
             "cdc_lakehouse.scd2_table: only allowed with scd_type 2 (an SCD1 flow keeps no history)"
         )
@@ -304,7 +334,8 @@ def cross_flow_problems(parsed: list[tuple[str, DataFlow]]) -> list[str]:
 def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, str, str]]:
     # Each table of a dlt-meta flow has one writer: two flows into one would mix their rows.
     for label, f in flows:
-        bronze = [f.bronze_target, f.bronze_quarantine_target] if f.has_bronze else []  # silver-only: it reads it
+        # A silver-only flow reads its bronze table: it claims none of bronze's.
+        bronze = [f.bronze_target, f.bronze_quarantine_target, f.history_target("bronze")] if f.has_bronze else []
         targets = [*bronze, f.silver_target, f.silver_quarantine_target, f.scd2_target]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"

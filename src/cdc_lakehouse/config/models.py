@@ -217,6 +217,25 @@ class CdcApplyChanges(_Strict):
     flow_name: str | None = None
     once: bool = False
 
+    def args(self, stored_as_scd_type: int, default_truncates: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``dp.create_auto_cdc_flow`` building the SCD1 current state (1)
+        or the SCD2 history (2); ``target``, ``source``, ``name`` and ``once`` are the caller's."""
+        args: dict[str, Any] = {
+            "keys": list(self.keys),
+            "sequence_by": self.sequence_by,
+            "stored_as_scd_type": stored_as_scd_type,
+            "ignore_null_updates": self.ignore_null_updates,
+            "apply_as_deletes": self.apply_as_deletes,
+            "column_list": _copy(self.column_list),
+            "except_column_list": list(self.except_column_list or []) or None,
+        }
+        if stored_as_scd_type == 1:
+            args["apply_as_truncates"] = self.apply_as_truncates or default_truncates
+        else:
+            args["track_history_column_list"] = _copy(self.track_history_column_list)
+            args["track_history_except_column_list"] = _copy(self.track_history_except_column_list)
+        return {name: value for name, value in args.items() if value is not None}
+
 
 class SnapshotApplyChanges(_Strict):
     """dlt-meta ``*_apply_changes_from_snapshot``: the AUTO CDC FROM SNAPSHOT arguments."""
@@ -303,6 +322,7 @@ class DataFlow(_Strict):
     bronze_database_quarantine: str | None = None
     bronze_quarantine_table: str | None = None
     bronze_quarantine_table_properties: Options = {}
+    bronze_cdc_apply_changes: CdcApplyChanges | None = None  # AUTO CDC of a cdc_feed's files into bronze
     bronze_apply_changes_from_snapshot: SnapshotApplyChanges | None = None
     bronze_append_flows: list[AppendFlow] = []
     bronze_sinks: list[Sink] = []
@@ -508,28 +528,31 @@ class DataFlow(_Strict):
     def track_history_except_column_list(self) -> list[str] | None:
         return _copy(self.cdc.track_history_except_column_list)
 
-    def apply_changes_args(self, stored_as_scd_type: int = 1) -> dict[str, Any]:
-        """Keyword arguments for ``dp.create_auto_cdc_flow`` building
-        the SCD1 replica (1) or the SCD2 history (2); ``target`` and ``source`` are the caller's."""
-        if stored_as_scd_type not in (1, 2) or stored_as_scd_type > self.scd_type:
-            raise ValueError(f"flow {self.data_flow_id} has no SCD{stored_as_scd_type} table")
-        args: dict[str, Any] = {
-            "keys": self.keys,
-            "sequence_by": self.sequence_by,
-            "stored_as_scd_type": stored_as_scd_type,
-            "ignore_null_updates": self.ignore_null_updates,
-            "apply_as_deletes": self.apply_as_deletes,
-            "column_list": self.column_list,
-            "except_column_list": self.except_column_list or None,
-        }
-        if stored_as_scd_type == 1:
-            # Only the change stream has __op; a dlt-meta feed truncates only when it says how.
-            default = CHANGE_STREAM_TRUNCATES if self.is_change_stream else None
-            args["apply_as_truncates"] = self.apply_as_truncates or default
-        else:
-            args["track_history_column_list"] = self.track_history_column_list
-            args["track_history_except_column_list"] = self.track_history_except_column_list
-        return {name: value for name, value in args.items() if value is not None}
+    def apply_changes_args(self, stored_as_scd_type: int = 1, layer: str = "silver") -> dict[str, Any]:
+        """Keyword arguments for ``dp.create_auto_cdc_flow`` building the layer's
+        SCD1 table (1) or SCD2 history (2); ``target`` and ``source`` are the caller's."""
+        cdc = self.cdc if layer == "silver" else self.bronze_cdc_apply_changes
+        if cdc is None or stored_as_scd_type not in (1, 2) or stored_as_scd_type > cdc.scd_type:
+            raise ValueError(f"flow {self.data_flow_id} has no SCD{stored_as_scd_type} table in {layer}")
+        # Only the change stream has __op; a dlt-meta feed truncates only when it says how.
+        return cdc.args(stored_as_scd_type, CHANGE_STREAM_TRUNCATES if self.is_change_stream else None)
+
+    def auto_cdc(self, layer: str) -> CdcApplyChanges | None:
+        """The layer's ``<layer>_cdc_apply_changes`` (bronze or silver), if it applies changes."""
+        return self.bronze_cdc_apply_changes if layer == "bronze" else self.silver_cdc_apply_changes
+
+    def target(self, layer: str) -> str | None:
+        """The layer's table: bronze_target or silver_target."""
+        return self.bronze_target if layer == "bronze" else self.silver_target
+
+    def history_target(self, layer: str) -> str | None:
+        """The layer's SCD2 history table: ``scd2_target`` for silver; for bronze, with
+        ``bronze_cdc_apply_changes`` of scd_type 2, ``<bronze_table>_history`` beside it (the
+        bronze table is the current state, as ``silver_table`` is)."""
+        if layer == "silver":
+            return self.scd2_target
+        cdc = self.bronze_cdc_apply_changes
+        return f"{self.bronze_target}_history" if cdc is not None and cdc.scd_type == 2 else None
 
     # -- targets --
     @property
