@@ -245,6 +245,23 @@ def _sink_rows(spark: SparkSession, view: str, sink: Sink) -> Callable[[], DataF
     return rows
 
 
+def define_feed_tables(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str, rules: Expectations,
+                       comment: str) -> None:
+    """A cdc_feed flow's datasets in ``layer`` over the rows of ``view``: its table (the rows
+    appended, or with its ``<layer>_cdc_apply_changes`` applied), quarantine, append flows and
+    sinks, as dlt-meta writes a layer."""
+    target = str(flow.target(layer))
+    if flow.auto_cdc(layer) is None:
+        properties = {**getattr(flow, f"{layer}_table_properties"), "quality": layer}
+        dp.table(name=target, comment=comment, table_properties=properties)(rules.decorate(dp, stream_of(spark, view)))
+    else:
+        define_auto_cdc(dp, spark, flow, layer, view, rules)
+    # Both read the rows of ``view``: the layer's rules filter neither, as in dlt-meta.
+    define_quarantine(dp, spark, flow, layer, view, rules)
+    define_append_flows(dp, spark, flow, layer, target)
+    define_sinks(dp, spark, flow, layer, view)
+
+
 def define_quarantine(dp: Any, spark: SparkSession, flow: DataFlow, layer: str, view: str,
                       rules: Expectations) -> None:
     """dlt-meta's quarantine table of a layer (write_layer_with_dqe): the rows of ``view`` its

@@ -48,15 +48,7 @@ def _define_feed(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transf
                                   details.source_metadata)
         return transform(df) if transform else df
 
-    if flow.bronze_cdc_apply_changes is None:
-        dp.table(name=flow.bronze_target, comment=f"Raw rows of the dlt-meta flow {flow.data_flow_id}.",
-                 table_properties={**flow.bronze_table_properties, "quality": "bronze"})(
-            rules.decorate(dp, dlt_meta.stream_of(spark, view)))
-    else:  # dlt-meta's bronze_cdc_apply_changes: the files' changes applied to the bronze table
-        dlt_meta.define_auto_cdc(dp, spark, flow, "bronze", view, rules)
-    dlt_meta.define_quarantine(dp, spark, flow, "bronze", view, rules)
-    dlt_meta.define_append_flows(dp, spark, flow, "bronze", flow.bronze_target)
-    dlt_meta.define_sinks(dp, spark, flow, "bronze", view)
+    dlt_meta.define_feed_tables(dp, spark, flow, "bronze", view, rules, f"Raw rows of the dlt-meta flow {flow.data_flow_id}.")
 
 
 def _define_snapshot(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transform | None,

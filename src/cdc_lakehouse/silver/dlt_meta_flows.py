@@ -41,23 +41,14 @@ def _define_feed(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transf
     view = f"dlt_meta_{flow.data_flow_id}_transformed"
     shape = dlt_meta.transformation(flow)  # read here: a bad file fails the update at once
     rules = dlt_meta.expectations(flow, "silver")
-    target = str(flow.silver_target)
 
     @dp.temporary_view(name=view, comment=f"Bronze rows of the dlt-meta flow {flow.data_flow_id}, transformed.")
     def transformed() -> DataFrame:
         df = shape.apply(spark.readStream.table(flow.bronze_target))
         return transform(df) if transform else df
 
-    if flow.silver_cdc_apply_changes is None:
-        dp.table(name=target, comment=f"Rows of the dlt-meta flow {flow.data_flow_id}, transformed.",
-                 table_properties={**flow.silver_table_properties, "quality": "silver"})(
-            rules.decorate(dp, dlt_meta.stream_of(spark, view)))
-    else:  # the changes that pass the silver rules, applied to the replicas
-        dlt_meta.define_auto_cdc(dp, spark, flow, "silver", view, rules)
-    # Both read the changes as transformed: the silver rules filter neither, as in dlt-meta.
-    dlt_meta.define_quarantine(dp, spark, flow, "silver", view, rules)
-    dlt_meta.define_append_flows(dp, spark, flow, "silver", target)
-    dlt_meta.define_sinks(dp, spark, flow, "silver", view)
+    dlt_meta.define_feed_tables(dp, spark, flow, "silver", view, rules,
+                                f"Rows of the dlt-meta flow {flow.data_flow_id}, transformed.")
 
 
 def _define_snapshot(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transform | None,
