@@ -536,6 +536,18 @@ def test_a_bronze_only_feed_applying_its_changes_to_bronze(tmp_path):
         flow.apply_changes_args(1)
 
 
+def test_null_update_column_lists_load_and_reach_auto_cdc(tmp_path):
+    """dlt-meta passes them to create_auto_cdc_flow; so do the pipeline's flows (both layers)."""
+    flows = [make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+             make_bronze_only_flow("302", bronze_table="stores2", bronze_quarantine_table="stores2_q",
+                                   bronze_cdc_apply_changes={**BRONZE_CDC, "scd_type": "2",
+                                                             "ignore_null_updates_except_column_list": ["address"]})]
+    onboarding = load_onboarding(write(tmp_path, flows))
+    assert onboarding.flow(301).apply_changes_args(2)["ignore_null_updates_column_list"] == ["address"]
+    bronze = onboarding.flow(302).apply_changes_args(1, "bronze")
+    assert bronze["ignore_null_updates_except_column_list"] == ["address"] and not bronze["ignore_null_updates"]
+
+
 def test_a_snapshot_flow(tmp_path):
     flow = load_onboarding(write(tmp_path, [make_snapshot_flow()])).flow(302)
     assert flow.kind == "snapshot"
@@ -581,8 +593,20 @@ DLT_META_ERRORS = {
     "change stream with a transformation": (
         make_flow(silver_transformation_json_dev="t.json"),
         "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
-    "null-update column lists": (make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
-                                 f"{CDC}.ignore_null_updates_column_list: not supported by cdc-lakehouse"),
+    "null updates ignored two ways": (
+        make_feed_flow(**{f"{CDC}__ignore_null_updates": True, f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+        f"{CDC}: ignore_null_updates and ignore_null_updates_column_list cannot be used together"),
+    "null updates ignored on a key": (
+        make_bronze_only_flow(bronze_cdc_apply_changes={**BRONZE_CDC, "ignore_null_updates_except_column_list": [
+            "store_id"]}),
+        "bronze_cdc_apply_changes.ignore_null_updates_except_column_list: key column 'store_id' cannot be listed"),
+    "null updates ignored on a column left out": (
+        make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["Op"]}),
+        f"{CDC}.ignore_null_updates_column_list: column 'Op' is not applied"),
+    "change stream ignoring null updates": (
+        make_flow(**{f"{CDC}__ignore_null_updates_column_list": ["email"]}),
+        f"{CDC}.ignore_null_updates_column_list: not supported for a shadow flow (its changes carry whole rows, "
+        f"where a NULL is a value the source set)"),
     "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
                                    f"{CDC}.where: not supported for a shadow flow"),
     "bronze AUTO CDC with silver": (make_feed_flow(bronze_cdc_apply_changes=BRONZE_CDC),

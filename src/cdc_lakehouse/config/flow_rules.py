@@ -242,10 +242,14 @@ def _silver_only_problems(flow: DataFlow, env: str) -> list[str]:
     return problems
 
 
-# AUTO CDC arguments the flows do not pass on (the local runtime has no such argument, and a
-# change-stream flow's replicas are applied in commit order by several flows).
-_UNPASSED = ("ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
-_FEED_ONLY = ("where", "once")
+# AUTO CDC arguments a change-stream flow refuses: its replicas are applied in commit order by
+# several flows (where, once), from changes that carry whole rows, in which a NULL is a value the
+# source set (ignoring it would leave the replica unlike the source).
+_NULL_UPDATES = ("ignore_null_updates", "ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
+_FEED_ONLY = {
+    **dict.fromkeys(("where", "once"), "its changes come in whole transactions"),
+    **dict.fromkeys(_NULL_UPDATES, "its changes carry whole rows, where a NULL is a value the source set"),
+}
 
 
 def flow_problems(flow: DataFlow) -> list[str]:
@@ -260,18 +264,31 @@ def flow_problems(flow: DataFlow) -> list[str]:
 
 def _cdc_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
     """One ``<layer>_cdc_apply_changes`` (``name``): its keys, column lists and SCD type."""
-    problems = _key_problems(flow, cdc, name)
-    problems += [f"{name}.{arg}: not supported by cdc-lakehouse (use ignore_null_updates)"
-                 for arg in _UNPASSED if getattr(cdc, arg) is not None]
+    problems = _key_problems(flow, cdc, name) + _null_update_problems(cdc, name)
     if flow.is_change_stream:
-        problems += [f"{name}.{arg}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
-                     for arg in _FEED_ONLY if getattr(cdc, arg)]
+        problems += [f"{name}.{arg}: not supported for a {flow.kind} flow ({why})"
+                     for arg, why in _FEED_ONLY.items() if getattr(cdc, arg)]
     if cdc.column_list is not None and cdc.except_column_list is not None:
         problems.append(f"{name}: column_list and except_column_list cannot be used together")
     if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
         problems.append(f"{name}: track_history_column_list and track_history_except_column_list cannot be used "
                         f"together")
     return problems + _scd_type_problems(flow, cdc, name)
+
+
+def _null_update_problems(cdc: CdcApplyChanges, name: str) -> list[str]:
+    """The null-ignoring keys: one of them at most, naming columns the flow applies, no key."""
+    given = [arg for arg in _NULL_UPDATES if getattr(cdc, arg)]
+    problems = [f"{name}: {' and '.join(given)} cannot be used together"] if len(given) > 1 else []
+    for arg in _NULL_UPDATES[1:]:
+        for column in getattr(cdc, arg) or []:
+            if contains_column(cdc.keys, column):
+                problems.append(f"{name}.{arg}: key column {column!r} cannot be listed (a change always carries "
+                                f"its key)")
+            elif contains_column(cdc.except_column_list or [], column) or (
+                    cdc.column_list is not None and not contains_column(cdc.column_list, column)):
+                problems.append(f"{name}.{arg}: column {column!r} is not applied (column_list / except_column_list)")
+    return problems
 
 
 def _key_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:

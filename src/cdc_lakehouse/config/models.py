@@ -228,6 +228,8 @@ class CdcApplyChanges(_Strict):
             "apply_as_deletes": self.apply_as_deletes,
             "column_list": _copy(self.column_list),
             "except_column_list": list(self.except_column_list or []) or None,
+            "ignore_null_updates_column_list": _copy(self.ignore_null_updates_column_list),
+            "ignore_null_updates_except_column_list": _copy(self.ignore_null_updates_except_column_list),
         }
         if stored_as_scd_type == 1:
             args["apply_as_truncates"] = self.apply_as_truncates or default_truncates
