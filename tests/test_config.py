@@ -214,8 +214,8 @@ SINGLE_FLOW_ERRORS = {
     ),
     "unsupported dlt-meta key": (
         {"bronze_custom_transform_func": "f"},
-        "bronze_custom_transform_func: dlt-meta key not supported by cdc-lakehouse: a function, not an onboarding "
-        "key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline",
+        "bronze_custom_transform_func: a function, not an onboarding key: a dlt-meta notebook passes it to "
+        "DataflowPipeline.invoke_dlt_pipeline",
     ),
     "bronze AUTO CDC": (
         {"bronze_cdc_apply_changes": {"keys": ["id"], "sequence_by": "ts", "scd_type": "1"}},
@@ -228,7 +228,7 @@ SINGLE_FLOW_ERRORS = {
     ),
     "missing extension makes a feed flow": (
         {"cdc_lakehouse": DELETE},
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got None)",
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got None;",
     ),
     "missing source table": (
         {"source_details__source_table": DELETE},
@@ -561,19 +561,17 @@ DLT_META_ERRORS = {
         make_feed_flow(source_details__source_path_dev=DELETE), "source_details.source_path_<env>: required"),
     "feed in an unknown format": (
         make_feed_flow(bronze_reader_options={"cloudFiles.format": "avro"}),
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got 'avro')"),
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got 'avro'; avro, orc, text, xml "
+        "and binaryFile are not implemented)"),
     "feed without its bronze database": (make_feed_flow(bronze_database_dev=DELETE),
                                          "bronze_database_dev: required key is missing"),
     "snapshot without silver apply": (make_snapshot_flow(silver_apply_changes_from_snapshot=DELETE),
                                       "silver_apply_changes_from_snapshot: required key is missing"),
     "snapshot in an unknown format": (make_snapshot_flow(source_details__snapshot_format="xml"),
                                       "source_details.snapshot_format: must be one of csv, json, parquet, delta"),
-    "snapshot with expectations": (
-        make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
-        "bronze_data_quality_expectations_json: not supported for a snapshot flow"),
     "kafka append flow": (make_feed_flow(bronze_append_flows=[append_flow(source_format="kafka")]),
-                          "bronze_append_flows[0].source_format: kafka append flows are not supported by "
-                          "cdc-lakehouse: its pipelines read files and tables (use cloudFiles or delta)"),
+                          "bronze_append_flows[0].source_format: a kafka append flow reads a Kafka broker, which "
+                          "cdc-lakehouse cannot start (use cloudFiles or delta)"),
     "append flow without its path": (
         make_feed_flow(bronze_append_flows=[append_flow(source_details={"source_path_prod": "x"})]),
         "bronze_append_flows[0].source_details.source_path_<env>: required key is missing"),
@@ -592,7 +590,8 @@ DLT_META_ERRORS = {
         "source_details.source_metadata: not supported for a shadow flow"),
     "change stream with a transformation": (
         make_flow(silver_transformation_json_dev="t.json"),
-        "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
+        "silver_transformation_json_dev: not supported for a shadow flow: a select or where over change rows could drop "
+        "changes or alter keys and sequences; use cdc_lakehouse.column_filters"),
     "null updates ignored two ways": (
         make_feed_flow(**{f"{CDC}__ignore_null_updates": True, f"{CDC}__ignore_null_updates_column_list": ["address"]}),
         f"{CDC}: ignore_null_updates and ignore_null_updates_column_list cannot be used together"),
@@ -760,10 +759,6 @@ SILVER_ONLY_ERRORS = {
         make_silver_only_flow(**{f"{CDC}__keys": ["store_id"], f"{CDC}__sequence_by": "ts", f"{CDC}__scd_type": "1"},
                               silver_append_flows=[append_flow()]),
         f"silver_append_flows: not supported with {CDC}"),
-    "snapshot with silver expectations": (
-        make_silver_only_flow(silver_apply_changes_from_snapshot={"keys": ["store_id"], "scd_type": "1"},
-                              silver_data_quality_expectations_json_dev="dqe.json"),
-        "silver_data_quality_expectations_json: not supported for a snapshot flow"),
     "change stream without source_format": (make_flow(source_format=DELETE), "source_format: required key is missing"),
 }
 
@@ -819,6 +814,19 @@ def test_dlt_meta_keys_that_do_not_change_results_are_warnings(tmp_path):
     assert f"{where}: bronze_table_path_dev: ignored: tables are managed by the pipeline, in its catalog storage " \
            "(data_flow_id 301, 302)" in onboarding.warnings
     assert len(onboarding.warnings) == 4  # one line per key, not per flow; other envs' values say nothing
+
+
+def test_snapshot_flows_warn_about_the_keys_dlt_meta_ignores_for_them(tmp_path):
+    """dlt-meta applies a snapshot flow's full loads as read: no expectations, quarantine, metadata."""
+    flow = make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json", bronze_quarantine_table="q",
+                              silver_data_quality_expectations_json_dev="dqe.json",
+                              source_details__source_metadata={"include_autoloader_metadata_column": "True"})
+    lines = [line.split(": ", 1)[1] for line in load_onboarding(write(tmp_path, [flow])).warnings]
+    assert "silver_data_quality_expectations_json_dev: ignored by snapshot flows, as dlt-meta ignores it: AUTO CDC " \
+           "FROM SNAPSHOT would read a row an expectation dropped as a delete (data_flow_id 302)" in lines
+    assert [line.split(":")[0] for line in lines] == [
+        "bronze_data_quality_expectations_json_dev", "silver_data_quality_expectations_json_dev",
+        "bronze_quarantine_table", "source_details.source_metadata"]
 
 
 def test_change_stream_flows_warn_about_the_dlt_meta_keys_they_do_not_use(tmp_path):

@@ -40,7 +40,7 @@ def kind_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
         problems += _snapshot_problems(flow)
     if flow.kind == "cdc_feed":
         return problems + _feed_silver_problems(flow), []
-    return problems + _snapshot_silver_problems(flow), []
+    return problems + _snapshot_silver_problems(flow), _snapshot_warnings(flow, env)
 
 
 def needs_silver(fields: Mapping[str, Any]) -> bool:
@@ -64,7 +64,8 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
     set_keys = _set_keys(flow)
     problems = [f"{render_key((key,), env)}: not supported for a {flow.kind} flow: {why}"
                 for key, why in CHANGE_STREAM_UNSUPPORTED.items() if key in set_keys]
-    problems += [f"{key}: not supported for a {flow.kind} flow (it reads the change stream)"
+    problems += [f"{key}: not supported for a {flow.kind} flow (its snapshots are reconciled into the change "
+                 f"stream, docs/snapshots.md)"
                  for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot",
                              "source_details.snapshot_format") if key in set_keys]
     if flow.source_format is None:
@@ -86,6 +87,8 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
 
 
 FEED_FORMATS = ("json", "csv", "parquet")
+# Auto Loader's other formats: not implemented for cdc_feed flows (docs/onboarding.md, "Not implemented").
+_UNREAD_FORMATS = "avro, orc, text, xml and binaryFile are not implemented"
 SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
@@ -101,7 +104,7 @@ def _feed_problems(flow: DataFlow) -> list[str]:
     fmt = reader_format(flow.bronze_reader_options)
     if fmt not in FEED_FORMATS:
         problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
-                        f"(got {fmt!r})")
+                        f"(got {fmt!r}; {_UNREAD_FORMATS})")
     return problems
 
 
@@ -175,7 +178,7 @@ def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
     fmt = reader_format(append.reader_options)
     if append.source_format == "cloudFiles" and fmt not in FEED_FORMATS:
         problems.append(f"{where}.reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
-                        f"(got {fmt!r})")
+                        f"(got {fmt!r}; {_UNREAD_FORMATS})")
     return problems
 
 
@@ -184,10 +187,6 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
     problems = _snapshot_layer_problems(flow, "bronze")
     if flow.bronze_cdc_apply_changes is not None:
         problems.append(f"{_BRONZE_CDC}: only for source_format cloudFiles (use bronze_apply_changes_from_snapshot)")
-    if flow.bronze_quarantine_table:
-        problems.append(f"bronze_quarantine_table: {_DROPPED_AS_DELETES}")
-    if flow.source_details.source_metadata is not None:
-        problems.append("source_details.source_metadata: only for source_format cloudFiles")
     fmt = flow.source_details.snapshot_format
     if fmt not in SNAPSHOT_FORMATS:
         problems.append(f"source_details.snapshot_format: must be one of {', '.join(SNAPSHOT_FORMATS)} (got {fmt!r})")
@@ -199,7 +198,25 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
     return problems
 
 
-_DROPPED_AS_DELETES = "not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read dropped rows as deletes)"
+# Keys of a snapshot flow dlt-meta does not use (its snapshot flows apply the full loads as read):
+# warnings, so that such a file loads as it does in dlt-meta.
+_EXPECTATIONS_UNUSED = "AUTO CDC FROM SNAPSHOT would read a row an expectation dropped as a delete"
+SNAPSHOT_IGNORED = {
+    **dict.fromkeys(("bronze_data_quality_expectations_json", "silver_data_quality_expectations_json"),
+                    _EXPECTATIONS_UNUSED),
+    **dict.fromkeys(("bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
+                     "bronze_quarantine_table_properties", "silver_catalog_quarantine", "silver_database_quarantine",
+                     "silver_quarantine_table", "silver_quarantine_table_properties"),
+                    f"a quarantine table takes the rows of expectations, which {_EXPECTATIONS_UNUSED}"),
+    "source_details.source_metadata": "only Auto Loader (source_format cloudFiles) reads file metadata",
+}
+
+
+def _snapshot_warnings(flow: DataFlow, env: str) -> list[str]:
+    # A silver-only flow's bronze keys are errors (_silver_only_problems), not warnings.
+    set_keys = {key for key in _set_keys(flow) if flow.has_bronze or not key.startswith(("bronze_", "source_"))}
+    return [f"{render_key(tuple(key.split('.')), env)}: ignored by snapshot flows, as dlt-meta ignores it: {why}"
+            for key, why in SNAPSHOT_IGNORED.items() if key in set_keys]
 
 
 def _snapshot_silver_problems(flow: DataFlow) -> list[str]:
@@ -215,10 +232,13 @@ def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
     if getattr(flow, f"{layer}_apply_changes_from_snapshot") is None:
         problems.append(f"{layer}_apply_changes_from_snapshot: required key is missing (a snapshot flow applies "
                         f"successive full loads)")
-    if getattr(flow, f"{layer}_data_quality_expectations_json"):
-        problems.append(f"{layer}_data_quality_expectations_json: {_DROPPED_AS_DELETES}")
-    problems += [f"{layer}_{key}: not supported for a snapshot flow (its tables hold the latest full load)"
-                 for key in ("append_flows", "sinks") if getattr(flow, f"{layer}_{key}")]
+    if getattr(flow, f"{layer}_append_flows"):
+        problems.append(f"{layer}_append_flows: not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT keeps the "
+                        f"table equal to the latest full load: appended rows would stay whatever the next load holds)")
+    if getattr(flow, f"{layer}_sinks"):
+        problems.append(f"{layer}_sinks: not supported for a snapshot flow (dlt-meta's sinks stream the flow's input "
+                        f"view; a snapshot flow reads whole full loads, which no stream can follow, on Databricks "
+                        f"neither)")
     return problems
 
 
@@ -354,6 +374,8 @@ def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, s
         # A silver-only flow reads its bronze table: it claims none of bronze's.
         bronze = [f.bronze_target, f.bronze_quarantine_target, f.history_target("bronze")] if f.has_bronze else []
         targets = [*bronze, f.silver_target, f.silver_quarantine_target, f.scd2_target]
+        if f.kind == "snapshot":  # it writes no quarantine table (its quarantine keys are warnings)
+            targets = [t for t in targets if t not in (f.bronze_quarantine_target, f.silver_quarantine_target)]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"
         yield from _sink_claims(label, f)

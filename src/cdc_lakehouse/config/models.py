@@ -150,8 +150,9 @@ class AppendFlow(_Strict):
             if value.lower() == known.lower():
                 return known
         if value.lower() in ("kafka", "eventhub"):
-            raise ValueError(f"{value} append flows are not supported by cdc-lakehouse: its pipelines read files "
-                             f"and tables (use cloudFiles or delta)")
+            service = "a Kafka broker" if value.lower() == "kafka" else "an Azure Event Hubs namespace"
+            raise ValueError(f"a {value.lower()} append flow reads {service}, which cdc-lakehouse cannot start "
+                             f"(use cloudFiles or delta)")
         raise ValueError(f"must be cloudFiles or delta (got {value!r})")
 
 
