@@ -228,7 +228,7 @@ SINGLE_FLOW_ERRORS = {
     ),
     "missing extension makes a feed flow": (
         {"cdc_lakehouse": DELETE},
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got None;",
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet, orc, xml, text, binaryfile (got None;",
     ),
     "missing source table": (
         {"source_details__source_table": DELETE},
@@ -561,8 +561,8 @@ DLT_META_ERRORS = {
         make_feed_flow(source_details__source_path_dev=DELETE), "source_details.source_path_<env>: required"),
     "feed in an unknown format": (
         make_feed_flow(bronze_reader_options={"cloudFiles.format": "avro"}),
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got 'avro'; avro, orc, text, xml "
-        "and binaryFile are not implemented)"),
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet, orc, xml, text, binaryfile (got "
+        "'avro'; avro needs Spark's external avro module, which cdc-lakehouse's Spark lacks)"),
     "feed without its bronze database": (make_feed_flow(bronze_database_dev=DELETE),
                                          "bronze_database_dev: required key is missing"),
     "snapshot without silver apply": (make_snapshot_flow(silver_apply_changes_from_snapshot=DELETE),

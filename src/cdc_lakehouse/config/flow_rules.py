@@ -86,9 +86,10 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
     return problems, warnings
 
 
-FEED_FORMATS = ("json", "csv", "parquet")
-# Auto Loader's other formats: not implemented for cdc_feed flows (docs/onboarding.md, "Not implemented").
-_UNREAD_FORMATS = "avro, orc, text, xml and binaryFile are not implemented"
+# Auto Loader's formats Spark itself reads; avro needs Spark's external avro module, which the
+# local Spark lacks (docs/onboarding.md, "Not implemented").
+FEED_FORMATS = ("json", "csv", "parquet", "orc", "xml", "text", "binaryfile")
+_UNREAD_FORMATS = "avro needs Spark's external avro module, which cdc-lakehouse's Spark lacks"
 SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
