@@ -109,3 +109,8 @@ def test_scd2_versions_take_the_previous_versions_value(spark, lake):
 def test_conflicting_or_wrong_null_update_columns_are_clear_errors(ignore, error):
     with pytest.raises(CdcInputError, match=error):
         _spec(1, ignore).null_ignored_columns(["id", "a", "b"])
+
+
+def test_null_update_columns_are_named_as_spark_resolves_them_ignoring_case():
+    assert _spec(1, {"ignore_null_updates_column_list": ["A"]}).null_ignored_columns(["id", "a", "b"]) == ["a"]
+    assert _spec(1, {"ignore_null_updates_except_column_list": ["B"]}).null_ignored_columns(["id", "a", "b"]) == ["a"]

@@ -100,16 +100,17 @@ class CdcSpec:
         if len(given) > 1:
             raise CdcInputError(f"{' and '.join(given)} cannot be used together")
         others = [c for c in data_columns if c not in self.keys]
+        as_named = {c.casefold(): c for c in others}  # names resolve as Spark resolves them: ignoring case
         if self.ignore_null_updates_column_list:
-            chosen = [_name(c) for c in self.ignore_null_updates_column_list]
+            chosen = [as_named.get(_name(c).casefold(), _name(c)) for c in self.ignore_null_updates_column_list]
             wrong = [c for c in chosen if c not in others]
             if wrong:
                 raise CdcInputError(f"ignore_null_updates_column_list: {wrong} are not among the applied non-key "
                                     f"columns {others}")
             return chosen
         if self.ignore_null_updates_except_column_list:
-            excluded = {_name(c) for c in self.ignore_null_updates_except_column_list}
-            return [c for c in others if c not in excluded]
+            excluded = {_name(c).casefold() for c in self.ignore_null_updates_except_column_list}
+            return [c for c in others if c.casefold() not in excluded]
         return others if self.ignore_null_updates else []
 
     def tracked_columns(self, data_columns: list[str]) -> list[str]:
