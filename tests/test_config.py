@@ -255,8 +255,9 @@ SINGLE_FLOW_ERRORS = {
         "cdc_lakehouse.source: must be letters, digits, '_' or '-'",
     ),
     "bad source format": (
-        {"source_format": "kafka"},
-        "source_format: must be cloudFiles (landing files read with Auto Loader) or snapshot",
+        {"source_format": "parquet"},
+        "source_format: must be cloudFiles (landing files read with Auto Loader), delta (a Delta table read as a "
+        "stream) or snapshot",
     ),
     "scd_type 3": ({f"{CDC}__scd_type": "3"}, f"{CDC}.scd_type: must be 1 or 2 (got '3')"),
     "scd_type bool": ({f"{CDC}__scd_type": True}, f"{CDC}.scd_type: must be 1 or 2 (got True)"),
@@ -548,6 +549,13 @@ def test_null_update_column_lists_load_and_reach_auto_cdc(tmp_path):
     assert bronze["ignore_null_updates_except_column_list"] == ["address"] and not bronze["ignore_null_updates"]
 
 
+def test_a_delta_feed_streams_a_table_in_place_of_files(tmp_path):
+    flow = make_feed_flow(source_format="delta", bronze_reader_options=DELETE, source_details={
+        "source_catalog_dev": "main", "source_database": "dlt_meta_source", "source_table": "stores"})
+    feed = load_onboarding(write(tmp_path, [flow])).flow(301)
+    assert (feed.kind, feed.source_details.table, feed.source_path) == ("cdc_feed", "main.dlt_meta_source.stores", None)
+
+
 def test_a_snapshot_flow(tmp_path):
     flow = load_onboarding(write(tmp_path, [make_snapshot_flow()])).flow(302)
     assert flow.kind == "snapshot"
@@ -606,6 +614,13 @@ DLT_META_ERRORS = {
         make_flow(**{f"{CDC}__ignore_null_updates_column_list": ["email"]}),
         f"{CDC}.ignore_null_updates_column_list: not supported for a shadow flow (its changes carry whole rows, "
         f"where a NULL is a value the source set)"),
+    "delta feed without its table": (make_feed_flow(source_format="delta", source_details=DELETE),
+                                     "source_details: a delta flow needs source_database and source_table"),
+    "silver reader options": (make_feed_flow(silver_reader_options={"skipChangeCommits": "true"}),
+                              "silver_reader_options: dlt-meta key not implemented by cdc-lakehouse: silver streams "
+                              "the bronze table without reader options"),
+    "kafka feed": (make_feed_flow(source_format="kafka"),
+                   "source_format: a kafka flow reads a Kafka broker, which cdc-lakehouse cannot start"),
     "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
                                    f"{CDC}.where: not supported for a shadow flow"),
     "bronze AUTO CDC with silver": (make_feed_flow(bronze_cdc_apply_changes=BRONZE_CDC),

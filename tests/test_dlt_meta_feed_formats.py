@@ -1,7 +1,8 @@
-"""Auto Loader's other file formats in dlt-meta cdc_feed flows, through ``cdc-lakehouse run
+"""dlt-meta cdc_feed sources beyond JSON, CSV and Parquet files, through ``cdc-lakehouse run
 --config``: dlt-meta's demo stores (its full load, tests/data/dlt_meta) written as ORC, XML, text
-and binary files, each read by a bronze-only flow; each bronze table holds the rows as Spark reads
-those files."""
+and binary files, and as a Delta table of the lake (``source_format: delta``), each read by a
+bronze-only flow; each bronze table holds the rows as Spark reads them. A second update, after a
+row more in the Delta table, reads that row alone."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def flow(number: int, fmt: str) -> dict:
             "bronze_table": f"stores_{fmt.lower()}", "bronze_reader_options": {"cloudFiles.format": fmt, **FORMATS[fmt]}}
 
 
+SOURCE = "dlt_meta_source.stores"
+DELTA_FLOW = {"data_flow_id": "9", "data_flow_group": "A1", "source_format": "delta",
+              "source_details": {"source_database": "dlt_meta_source", "source_table": "stores"},
+              "bronze_database_dev": "bronze", "bronze_table": "stores_delta"}
+NEW_STORE = ("99", "1 New Street")
+
+
 def write_feeds(spark: SparkSession, folder: Path) -> None:
     rows = stores(spark).coalesce(1)
     rows.write.orc(str(folder / "feeds/orc"))
@@ -43,10 +51,15 @@ def write_feeds(spark: SparkSession, folder: Path) -> None:
 def lake(spark, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("dlt_meta_formats")
     write_feeds(spark, folder)
-    (folder / "onboarding.json").write_text(json.dumps([flow(n, fmt) for n, fmt in enumerate(FORMATS, 1)]))
+    LakeStore(spark, folder / "lake").append(SOURCE, stores(spark))
+    flows = [flow(n, fmt) for n, fmt in enumerate(FORMATS, 1)] + [DELTA_FLOW]
+    (folder / "onboarding.json").write_text(json.dumps(flows))
     (folder / "landing").mkdir()
-    assert main(["run", "--config", str(folder / "onboarding.json"), "--landing", str(folder / "landing"),
-                 "--lake", str(folder / "lake")]) == 0
+    run = ["run", "--config", str(folder / "onboarding.json"), "--landing", str(folder / "landing"),
+           "--lake", str(folder / "lake")]
+    assert main(run) == 0
+    LakeStore(spark, folder / "lake").append(SOURCE, spark.createDataFrame([NEW_STORE], "store_id string, address string"))
+    assert main(run) == 0
     return folder / "lake"
 
 
@@ -69,3 +82,8 @@ def test_a_binary_feed_is_its_files(spark, lake):
     [row] = bronze(spark, lake, "binaryFile").select("path", "length", "content").collect()
     assert row.path.endswith("/stores.csv") and bytes(row.content) == STORES.read_bytes()
     assert row.length == STORES.stat().st_size
+
+
+def test_a_delta_feed_streams_its_table(spark, lake):
+    expected = stores(spark).unionByName(spark.createDataFrame([NEW_STORE], "store_id string, address string"))
+    assertDataFrameEqual(bronze(spark, lake, "delta"), expected)

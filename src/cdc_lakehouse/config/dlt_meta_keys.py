@@ -41,6 +41,12 @@ FUNCTION_NAMES = {
         "(cdc_lakehouse.dataflow_pipeline; docs/onboarding.md, \"From a dlt-meta notebook\")"),
 }
 
+# dlt-meta keys cdc-lakehouse does not implement (docs/onboarding.md, "Not implemented").
+NOT_IMPLEMENTED_KEYS = {
+    "silver_reader_options": "dlt-meta key not implemented by cdc-lakehouse: silver streams the bronze table "
+                             "without reader options (docs/onboarding.md, \"Not implemented\")",
+}
+
 _LAYOUT = "a storage layout setting; the rows are the same without it"
 _PATH = "tables are managed by the pipeline, in its catalog storage"
 # dlt-meta keys that do not change what the tables hold: dropped with a warning, so a dlt-meta

@@ -100,12 +100,28 @@ def _feed_problems(flow: DataFlow) -> list[str]:
         problems.append("bronze_apply_changes_from_snapshot: only for source_format snapshot")
     if flow.source_details.snapshot_format is not None:
         problems.append("source_details.snapshot_format: only for source_format snapshot")
+    return problems + (_delta_feed_problems(flow) if flow.source_format == "delta" else _files_feed_problems(flow))
+
+
+def _files_feed_problems(flow: DataFlow) -> list[str]:
+    problems = []
     if not flow.source_path:
         problems.append("source_details.source_path_<env>: required key is missing (where the feed's files are)")
     fmt = reader_format(flow.bronze_reader_options)
     if fmt not in FEED_FORMATS:
         problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
                         f"(got {fmt!r}; {_UNREAD_FORMATS})")
+    return problems
+
+
+def _delta_feed_problems(flow: DataFlow) -> list[str]:
+    """dlt-meta's source_format delta: a Delta table, read as a stream, in place of files."""
+    details, problems = flow.source_details, []
+    if not (details.source_database and details.source_table):
+        problems.append("source_details: a delta flow needs source_database and source_table (the table it streams)")
+    if details.source_metadata is not None:
+        problems.append("source_details.source_metadata: only for source_format cloudFiles (Auto Loader's file "
+                        "metadata; a table has none)")
     return problems
 
 
