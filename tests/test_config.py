@@ -214,8 +214,8 @@ SINGLE_FLOW_ERRORS = {
     ),
     "unsupported dlt-meta key": (
         {"bronze_custom_transform_func": "f"},
-        "bronze_custom_transform_func: dlt-meta key not supported by cdc-lakehouse: a function, not an onboarding "
-        "key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline",
+        "bronze_custom_transform_func: a function, not an onboarding key: a dlt-meta notebook passes it to "
+        "DataflowPipeline.invoke_dlt_pipeline",
     ),
     "bronze AUTO CDC": (
         {"bronze_cdc_apply_changes": {"keys": ["id"], "sequence_by": "ts", "scd_type": "1"}},
@@ -228,7 +228,7 @@ SINGLE_FLOW_ERRORS = {
     ),
     "missing extension makes a feed flow": (
         {"cdc_lakehouse": DELETE},
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got None)",
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet, orc, xml, text, binaryfile (got None;",
     ),
     "missing source table": (
         {"source_details__source_table": DELETE},
@@ -255,8 +255,9 @@ SINGLE_FLOW_ERRORS = {
         "cdc_lakehouse.source: must be letters, digits, '_' or '-'",
     ),
     "bad source format": (
-        {"source_format": "kafka"},
-        "source_format: must be cloudFiles (landing files read with Auto Loader) or snapshot",
+        {"source_format": "parquet"},
+        "source_format: must be cloudFiles (landing files read with Auto Loader), delta (a Delta table read as a "
+        "stream) or snapshot",
     ),
     "scd_type 3": ({f"{CDC}__scd_type": "3"}, f"{CDC}.scd_type: must be 1 or 2 (got '3')"),
     "scd_type bool": ({f"{CDC}__scd_type": True}, f"{CDC}.scd_type: must be 1 or 2 (got True)"),
@@ -536,6 +537,25 @@ def test_a_bronze_only_feed_applying_its_changes_to_bronze(tmp_path):
         flow.apply_changes_args(1)
 
 
+def test_null_update_column_lists_load_and_reach_auto_cdc(tmp_path):
+    """dlt-meta passes them to create_auto_cdc_flow; so do the pipeline's flows (both layers)."""
+    flows = [make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+             make_bronze_only_flow("302", bronze_table="stores2", bronze_quarantine_table="stores2_q",
+                                   bronze_cdc_apply_changes={**BRONZE_CDC, "scd_type": "2",
+                                                             "ignore_null_updates_except_column_list": ["address"]})]
+    onboarding = load_onboarding(write(tmp_path, flows))
+    assert onboarding.flow(301).apply_changes_args(2)["ignore_null_updates_column_list"] == ["address"]
+    bronze = onboarding.flow(302).apply_changes_args(1, "bronze")
+    assert bronze["ignore_null_updates_except_column_list"] == ["address"] and not bronze["ignore_null_updates"]
+
+
+def test_a_delta_feed_streams_a_table_in_place_of_files(tmp_path):
+    flow = make_feed_flow(source_format="delta", bronze_reader_options=DELETE, source_details={
+        "source_catalog_dev": "main", "source_database": "dlt_meta_source", "source_table": "stores"})
+    feed = load_onboarding(write(tmp_path, [flow])).flow(301)
+    assert (feed.kind, feed.source_details.table, feed.source_path) == ("cdc_feed", "main.dlt_meta_source.stores", None)
+
+
 def test_a_snapshot_flow(tmp_path):
     flow = load_onboarding(write(tmp_path, [make_snapshot_flow()])).flow(302)
     assert flow.kind == "snapshot"
@@ -549,19 +569,17 @@ DLT_META_ERRORS = {
         make_feed_flow(source_details__source_path_dev=DELETE), "source_details.source_path_<env>: required"),
     "feed in an unknown format": (
         make_feed_flow(bronze_reader_options={"cloudFiles.format": "avro"}),
-        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet (got 'avro')"),
+        "bronze_reader_options: cloudFiles.format must be one of json, csv, parquet, orc, xml, text, binaryfile (got "
+        "'avro'; avro needs Spark's external avro module, which cdc-lakehouse's Spark lacks)"),
     "feed without its bronze database": (make_feed_flow(bronze_database_dev=DELETE),
                                          "bronze_database_dev: required key is missing"),
     "snapshot without silver apply": (make_snapshot_flow(silver_apply_changes_from_snapshot=DELETE),
                                       "silver_apply_changes_from_snapshot: required key is missing"),
     "snapshot in an unknown format": (make_snapshot_flow(source_details__snapshot_format="xml"),
                                       "source_details.snapshot_format: must be one of csv, json, parquet, delta"),
-    "snapshot with expectations": (
-        make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json"),
-        "bronze_data_quality_expectations_json: not supported for a snapshot flow"),
     "kafka append flow": (make_feed_flow(bronze_append_flows=[append_flow(source_format="kafka")]),
-                          "bronze_append_flows[0].source_format: kafka append flows are not supported by "
-                          "cdc-lakehouse: its pipelines read files and tables (use cloudFiles or delta)"),
+                          "bronze_append_flows[0].source_format: a kafka append flow reads a Kafka broker, which "
+                          "cdc-lakehouse cannot start (use cloudFiles or delta)"),
     "append flow without its path": (
         make_feed_flow(bronze_append_flows=[append_flow(source_details={"source_path_prod": "x"})]),
         "bronze_append_flows[0].source_details.source_path_<env>: required key is missing"),
@@ -580,9 +598,29 @@ DLT_META_ERRORS = {
         "source_details.source_metadata: not supported for a shadow flow"),
     "change stream with a transformation": (
         make_flow(silver_transformation_json_dev="t.json"),
-        "silver_transformation_json_dev: not supported for a shadow flow: use cdc_lakehouse.column_filters"),
-    "null-update column lists": (make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["address"]}),
-                                 f"{CDC}.ignore_null_updates_column_list: not supported by cdc-lakehouse"),
+        "silver_transformation_json_dev: not supported for a shadow flow: a select or where over change rows could drop "
+        "changes or alter keys and sequences; use cdc_lakehouse.column_filters"),
+    "null updates ignored two ways": (
+        make_feed_flow(**{f"{CDC}__ignore_null_updates": True, f"{CDC}__ignore_null_updates_column_list": ["address"]}),
+        f"{CDC}: ignore_null_updates and ignore_null_updates_column_list cannot be used together"),
+    "null updates ignored on a key": (
+        make_bronze_only_flow(bronze_cdc_apply_changes={**BRONZE_CDC, "ignore_null_updates_except_column_list": [
+            "store_id"]}),
+        "bronze_cdc_apply_changes.ignore_null_updates_except_column_list: key column 'store_id' cannot be listed"),
+    "null updates ignored on a column left out": (
+        make_feed_flow(**{f"{CDC}__ignore_null_updates_column_list": ["Op"]}),
+        f"{CDC}.ignore_null_updates_column_list: column 'Op' is not applied"),
+    "change stream ignoring null updates": (
+        make_flow(**{f"{CDC}__ignore_null_updates_column_list": ["email"]}),
+        f"{CDC}.ignore_null_updates_column_list: not supported for a shadow flow (its changes carry whole rows, "
+        f"where a NULL is a value the source set)"),
+    "delta feed without its table": (make_feed_flow(source_format="delta", source_details=DELETE),
+                                     "source_details: a delta flow needs source_database and source_table"),
+    "silver reader options": (make_feed_flow(silver_reader_options={"skipChangeCommits": "true"}),
+                              "silver_reader_options: dlt-meta key not implemented by cdc-lakehouse: silver streams "
+                              "the bronze table without reader options"),
+    "kafka feed": (make_feed_flow(source_format="kafka"),
+                   "source_format: a kafka flow reads a Kafka broker, which cdc-lakehouse cannot start"),
     "change stream with a where": (make_flow(**{f"{CDC}__where": "tier = 'gold'"}),
                                    f"{CDC}.where: not supported for a shadow flow"),
     "bronze AUTO CDC with silver": (make_feed_flow(bronze_cdc_apply_changes=BRONZE_CDC),
@@ -736,10 +774,6 @@ SILVER_ONLY_ERRORS = {
         make_silver_only_flow(**{f"{CDC}__keys": ["store_id"], f"{CDC}__sequence_by": "ts", f"{CDC}__scd_type": "1"},
                               silver_append_flows=[append_flow()]),
         f"silver_append_flows: not supported with {CDC}"),
-    "snapshot with silver expectations": (
-        make_silver_only_flow(silver_apply_changes_from_snapshot={"keys": ["store_id"], "scd_type": "1"},
-                              silver_data_quality_expectations_json_dev="dqe.json"),
-        "silver_data_quality_expectations_json: not supported for a snapshot flow"),
     "change stream without source_format": (make_flow(source_format=DELETE), "source_format: required key is missing"),
 }
 
@@ -795,6 +829,19 @@ def test_dlt_meta_keys_that_do_not_change_results_are_warnings(tmp_path):
     assert f"{where}: bronze_table_path_dev: ignored: tables are managed by the pipeline, in its catalog storage " \
            "(data_flow_id 301, 302)" in onboarding.warnings
     assert len(onboarding.warnings) == 4  # one line per key, not per flow; other envs' values say nothing
+
+
+def test_snapshot_flows_warn_about_the_keys_dlt_meta_ignores_for_them(tmp_path):
+    """dlt-meta applies a snapshot flow's full loads as read: no expectations, quarantine, metadata."""
+    flow = make_snapshot_flow(bronze_data_quality_expectations_json_dev="dqe.json", bronze_quarantine_table="q",
+                              silver_data_quality_expectations_json_dev="dqe.json",
+                              source_details__source_metadata={"include_autoloader_metadata_column": "True"})
+    lines = [line.split(": ", 1)[1] for line in load_onboarding(write(tmp_path, [flow])).warnings]
+    assert "silver_data_quality_expectations_json_dev: ignored by snapshot flows, as dlt-meta ignores it: AUTO CDC " \
+           "FROM SNAPSHOT would read a row an expectation dropped as a delete (data_flow_id 302)" in lines
+    assert [line.split(":")[0] for line in lines] == [
+        "bronze_data_quality_expectations_json_dev", "silver_data_quality_expectations_json_dev",
+        "bronze_quarantine_table", "source_details.source_metadata"]
 
 
 def test_change_stream_flows_warn_about_the_dlt_meta_keys_they_do_not_use(tmp_path):

@@ -42,8 +42,10 @@ def with_an_scd1_copy(folder: Path) -> None:
     [scd1] = [copy.deepcopy(flow) for flow in flows if flow["bronze_table"] == "stores"]
     scd1.update(data_flow_id="2021", bronze_table="stores_scd1")
     # ... sequenced by two columns, which dlt-meta orders as a struct: the same order here, as no
-    # store changes twice at one dmsTimestamp
-    scd1["bronze_cdc_apply_changes"].update(scd_type="1", sequence_by="dmsTimestamp, store_id")
+    # store changes twice at one dmsTimestamp; its addresses' NULLs ignored (it has none: the key
+    # is only passed through, tests/test_auto_cdc_null_updates.py tests what it does)
+    scd1["bronze_cdc_apply_changes"].update(scd_type="1", sequence_by="dmsTimestamp, store_id",
+                                            ignore_null_updates_column_list=["address"])
     (folder / ONBOARDING).write_text(json.dumps([*flows, scd1], indent=2))
 
 

@@ -140,3 +140,27 @@ def test_the_group_a_layer_names_selects_its_flows(spark, notebook):
         datasets = load_pipeline(spark, [str(notebook / "notebook.py")]).datasets
     assert {"dlt_meta_bronze.cars", "dlt_meta_bronze.stores"} <= {name.partition(".")[2] for name in datasets}
     assert not [name for name in datasets if "silver" in name]
+
+
+def _declared(spark, notebook: Path, **selection: str) -> set[str]:
+    """The datasets the notebook declares with the layer selection ``selection`` (no update)."""
+    conf = {"cdc_lakehouse.onboarding_file": str(notebook / "onboarding_notebook.json"), "cdc_lakehouse.env": "demo",
+            "layer": "bronze_silver", **selection}
+    with pipeline_configuration(spark, conf):
+        return {name.partition(".")[2] for name in load_pipeline(spark, [str(notebook / "notebook.py")]).datasets}
+
+
+def test_the_data_flow_ids_a_layer_lists_select_its_flows(spark, notebook):
+    """``<layer>.dataflowIds``, as dlt-meta reads them: the cars flow is 100, the stores flow 202;
+    a group, when set too, wins."""
+    datasets = _declared(spark, notebook, **{"bronze.dataflowIds": "202", "silver.dataflowIds": "'100', '202'"})
+    assert "dlt_meta_bronze.stores" in datasets and "dlt_meta_bronze.cars" not in datasets
+    assert {"dlt_meta_silver.cars_usa", "dlt_meta_silver.stores"} <= datasets
+    grouped = _declared(spark, notebook, **{"bronze.group": "A1", "bronze.dataflowIds": "202", "silver.group": "B1"})
+    assert "dlt_meta_bronze.cars" in grouped
+
+
+def test_a_data_flow_id_the_file_lacks_is_an_error_naming_the_key(spark, notebook):
+    with pytest.raises(Exception, match=r"bronze.dataflowIds: no dlt-meta flow of the onboarding file has "
+                                        r"data_flow_id 999 \(got '100,999'\)"):
+        _declared(spark, notebook, **{"bronze.dataflowIds": "100,999"})

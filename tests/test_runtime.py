@@ -232,6 +232,8 @@ def test_dp_and_legacy_dlt_spellings_declare_the_same_graph(spark, first_batch):
     ("dp.create_auto_cdc_flow(target='t', source='v', keys=['id'], sequence_by='seq', stored_as_scd_type=3)",
      "stored_as_scd_type"),
     ("dp.create_auto_cdc_from_snapshot_flow(target='t', source=1, keys=['id'])", "source"),
+    ("dp.create_auto_cdc_flow(target='t', source='v', keys=['id'], sequence_by='seq', "
+     "ignore_null_updates_column_list='a')", "ignore_null_updates_column_list"),
     ("dp.create_streaming_table('t', expect_all_or_drop=['id IS NOT NULL'])", "expect_all_or_drop"),
     ("dp.append_flow(target='t', once='yes')", "once"),
     ("dp.expect_or_drop('positive', 1)", "constraint"),
@@ -249,6 +251,9 @@ def test_the_pipelines_api_checks_its_arguments_as_pyspark_does(spark, tmp_path,
 
 
 @pytest.mark.parametrize("declaration, error", [
+    ("dp.create_auto_cdc_flow(target='t', source='v', keys=['id'], sequence_by='seq', ignore_null_updates=True, "
+     "ignore_null_updates_except_column_list=['a'])",
+     "ignore_null_updates, ignore_null_updates_except_column_list should not be set together"),
     ("dp.create_sink('out', format='kafka')", "a kafka sink needs its broker, which the local runtime does not start"),
     ("dp.create_sink('out', format='delta')", "a delta sink names its table by the option tableName or by path"),
     ("dp.create_sink('out', format='delta', options={'path': 'dbfs:/mnt/out'})", "is not a folder of this machine"),

@@ -40,7 +40,8 @@ class DataflowPipeline:
                             bronze_next_snapshot_and_version: NextSnapshotAndVersion | None = None,
                             silver_next_snapshot_and_version: NextSnapshotAndVersion | None = None) -> None:
         """Declare the ``layer`` (bronze, silver or bronze_silver) of the dlt-meta flows, those of
-        the group ``<layer>.group`` names if the configuration sets one, as dlt-meta does. A
+        the group ``<layer>.group`` names if the configuration sets one, else those whose
+        data_flow_id ``<layer>.dataflowIds`` lists (comma-separated), as dlt-meta does. A
         transform ``(df, spec) -> df`` takes bronze's rows as read, silver's after the select and
         where; a ``(latest_version, spec) -> (df, version) | None`` function is the source of the
         layer's snapshot flows (a delta snapshot still reads its table, as in dlt-meta)."""
@@ -52,19 +53,33 @@ class DataflowPipeline:
 
         onboarding = pipeline_onboarding(spark)
         if "bronze" in layers:
-            for flow in _of_group(onboarding.dlt_meta_flows, spark.conf.get("bronze.group", None)):
+            for flow in _selected(onboarding.dlt_meta_flows, spark, "bronze"):
                 spec = bronze_spec(flow)
                 define_bronze(dp, spark, flow, _bound(bronze_custom_transform_func, spec),
                               _bound(bronze_next_snapshot_and_version, spec))
         if "silver" in layers:
-            for flow in _of_group(onboarding.dlt_meta_flows, spark.conf.get("silver.group", None)):
+            for flow in _selected(onboarding.dlt_meta_flows, spark, "silver"):
                 spec = silver_spec(flow) if flow.has_silver else None
                 define_silver(dp, spark, flow, _bound(silver_custom_transform_func, spec),
                               _bound(silver_next_snapshot_and_version, spec))
 
 
-def _of_group(flows: list[DataFlow], group: str | None) -> list[DataFlow]:
-    return [flow for flow in flows if group in (None, "", flow.data_flow_group)]
+def _selected(flows: list[DataFlow], spark: SparkSession, layer: str) -> list[DataFlow]:
+    """The flows the pipeline configuration selects for ``layer``, as dlt-meta's
+    ``_get_dataflow_spec``: ``<layer>.group`` if set (it wins), else ``<layer>.dataflowIds``, else all."""
+    group = spark.conf.get(f"{layer}.group", None)
+    if group:
+        return [flow for flow in flows if flow.data_flow_group == group]
+    listed = spark.conf.get(f"{layer}.dataflowIds", None)
+    if not listed:
+        return flows
+    # dlt-meta puts the text in a SQL `dataFlowId in (...)`: ids may be quoted.
+    ids = {part.strip().strip("'\"") for part in listed.split(",") if part.strip()}
+    unknown = ids - {flow.data_flow_id for flow in flows}
+    if unknown:
+        raise ValueError(f"{layer}.dataflowIds: no dlt-meta flow of the onboarding file has data_flow_id "
+                         f"{', '.join(sorted(unknown))} (got {listed!r})")
+    return [flow for flow in flows if flow.data_flow_id in ids]
 
 
 def _bound(func: Callable[[Any, Any], Any] | None, spec: Any) -> Any:

@@ -42,13 +42,23 @@ def _define_feed(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transf
     rules = dlt_meta.expectations(flow, "bronze")
     details = flow.source_details
 
-    @dp.temporary_view(name=view, comment=f"Files of the dlt-meta flow {flow.data_flow_id} at {flow.source_path}.")
+    @dp.temporary_view(name=view, comment=f"Rows the dlt-meta flow {flow.data_flow_id} reads from "
+                                          f"{details.table if flow.source_format == 'delta' else flow.source_path}.")
     def files() -> DataFrame:
-        df = dlt_meta.cloud_files(spark, str(flow.source_path), flow.bronze_reader_options, schema,
-                                  details.source_metadata)
+        df = _read_feed(spark, flow, schema)
         return transform(df) if transform else df
 
     dlt_meta.define_feed_tables(dp, spark, flow, "bronze", view, rules, f"Raw rows of the dlt-meta flow {flow.data_flow_id}.")
+
+
+def _read_feed(spark: SparkSession, flow: DataFlow, schema: Any) -> DataFrame:
+    """A cdc_feed's rows: its files with Auto Loader, or (source_format delta, as dlt-meta's
+    read_dlt_delta) its source table as a stream, with the reader options."""
+    details = flow.source_details
+    if flow.source_format == "delta":
+        return spark.readStream.options(**flow.bronze_reader_options).table(details.table)
+    return dlt_meta.cloud_files(spark, str(flow.source_path), flow.bronze_reader_options, schema,
+                                details.source_metadata)
 
 
 def _define_snapshot(dp: Any, spark: SparkSession, flow: DataFlow, transform: Transform | None,

@@ -6,6 +6,11 @@ never overwrites newer state. Deletes leave a tombstone in a companion state tab
 applied per key, so a late older change cannot resurrect a deleted row. SCD2 rebuilds the
 history of every key the batch touches, so late changes land at their place in history.
 
+``ignore_null_updates`` (every column) and ``ignore_null_updates_column_list`` /
+``ignore_null_updates_except_column_list`` (some): a NULL an upsert carries in such a column
+keeps the value the row had before it, in sequence order. An upsert that inserts the row (none
+before it, or a delete) writes its NULLs; in SCD2 a new version takes the previous version's value.
+
 Order of commits (target first, state last) makes a re-run after a crash exact: until the
 state commit lands, the batch is recomputed from the same state and the same input, and each
 table skips the write its Delta app transaction says it already has.
@@ -53,6 +58,8 @@ class CdcSpec:
     track_history_column_list: list[str] | None = None
     track_history_except_column_list: list[str] | None = None
     ignore_null_updates: bool = False
+    ignore_null_updates_column_list: list[str] | None = None
+    ignore_null_updates_except_column_list: list[str] | None = None
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -68,6 +75,8 @@ class CdcSpec:
             track_history_column_list=params.get("track_history_column_list"),
             track_history_except_column_list=params.get("track_history_except_column_list"),
             ignore_null_updates=bool(params.get("ignore_null_updates")),
+            ignore_null_updates_column_list=params.get("ignore_null_updates_column_list"),
+            ignore_null_updates_except_column_list=params.get("ignore_null_updates_except_column_list"),
         )
 
     def data_columns(self, columns: list[str]) -> list[str]:
@@ -80,6 +89,29 @@ class CdcSpec:
         if missing:
             raise CdcInputError(f"key column(s) {missing} are not among the applied columns {chosen}")
         return chosen
+
+    def null_ignored_columns(self, data_columns: list[str]) -> list[str]:
+        """The columns whose NULL in an update keeps the row's value: none, some, or every
+        column but the keys (which a change always carries)."""
+        given = [name for name, value in (("ignore_null_updates", self.ignore_null_updates),
+                                          ("ignore_null_updates_column_list", self.ignore_null_updates_column_list),
+                                          ("ignore_null_updates_except_column_list",
+                                           self.ignore_null_updates_except_column_list)) if value]
+        if len(given) > 1:
+            raise CdcInputError(f"{' and '.join(given)} cannot be used together")
+        others = [c for c in data_columns if c not in self.keys]
+        as_named = {c.casefold(): c for c in others}  # names resolve as Spark resolves them: ignoring case
+        if self.ignore_null_updates_column_list:
+            chosen = [as_named.get(_name(c).casefold(), _name(c)) for c in self.ignore_null_updates_column_list]
+            wrong = [c for c in chosen if c not in others]
+            if wrong:
+                raise CdcInputError(f"ignore_null_updates_column_list: {wrong} are not among the applied non-key "
+                                    f"columns {others}")
+            return chosen
+        if self.ignore_null_updates_except_column_list:
+            excluded = {_name(c).casefold() for c in self.ignore_null_updates_except_column_list}
+            return [c for c in others if c.casefold() not in excluded]
+        return others if self.ignore_null_updates else []
 
     def tracked_columns(self, data_columns: list[str]) -> list[str]:
         if self.track_history_column_list:
@@ -206,7 +238,7 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
     scope = KeyScope.of(latest, spec.keys) if truncates else KeyScope.of_batch(events, spec.keys, facts)
     state_rows = scope.rows_of(state)
     # Both MERGEs below read `effective`: computed once, from the batch's keys' state only.
-    effective = _newer_than_state(latest, state_rows, spec.keys).persist()
+    effective = _effective(store, target, events, latest, state_rows, scope, spec, data).persist()
     try:
         if not batch.already_committed(target):
             if spec.scd_type == 2:
@@ -226,6 +258,19 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         # flow and finds it there; the runner drops the caches once both have run.
         effective.unpersist()
         scope.release()
+
+
+def _effective(store, target: str, events: DataFrame, latest: DataFrame, state_rows: DataFrame | None,
+               scope: "KeyScope", spec: CdcSpec, data: list[str]) -> DataFrame:
+    """Per key, its latest change newer than the state: as it is, or, where the flow ignores NULL
+    updates (SCD1; SCD2 resolves them in its history), with each ignored NULL replaced by the
+    value before it: an earlier change's of the batch, else the stored row's."""
+    ignored = spec.null_ignored_columns(data)
+    if not ignored or spec.scd_type != 1:
+        return _newer_than_state(latest, state_rows, spec.keys)
+    stored = scope.rows_of(store.read(target)) if store.exists(target) else None
+    newer = _newer_than_state(events, state_rows, spec.keys)
+    return latest_per_key(with_null_updates_ignored(newer, stored, spec.keys, ignored), spec.keys)
 
 
 def with_sequence_of(state: DataFrame, prepared: DataFrame) -> DataFrame:
@@ -295,6 +340,28 @@ def _newer_than_state(latest: DataFrame, state: DataFrame | None, keys: list[str
     return joined.filter(F.col("__applied_seq").isNull() | (F.col(SEQ) > F.col("__applied_seq"))).drop("__applied_seq")
 
 
+def with_null_updates_ignored(events: DataFrame, stored: DataFrame | None, keys: list[str],
+                              columns: list[str]) -> DataFrame:
+    """Each upsert's NULL in ``columns`` replaced by the value before it: the latest non-NULL
+    value of that column since the key's last delete, in sequence order, else (no delete before
+    it among ``events``) the ``stored`` row's (the target's current row, which a deleted key has
+    not). The first upsert after a delete, or of a new key, inserts: its NULLs stay NULL."""
+    if not columns:
+        return events
+    in_order = Window.partitionBy(*keys).orderBy(SEQ).rowsBetween(Window.unboundedPreceding, 0)
+    marked = events.withColumn("__deletes", F.sum(F.col(DELETE).cast("int")).over(in_order))
+    if stored is not None:
+        kept = [(F.col(c) if c in stored.columns else F.lit(None)).alias(f"__stored_{c}") for c in columns]
+        marked = marked.join(stored.select(*keys, *kept), keys, "left")
+    since_delete = Window.partitionBy(*keys, "__deletes").orderBy(SEQ).rowsBetween(Window.unboundedPreceding, 0)
+    for c in columns:
+        before = F.last(F.when(~F.col(DELETE), F.col(c)), ignorenulls=True).over(since_delete)
+        if stored is not None:
+            before = F.coalesce(before, F.when(F.col("__deletes") == 0, F.col(f"__stored_{c}")).cast(events.schema[c].dataType))
+        marked = marked.withColumn(c, F.when(F.col(DELETE), F.col(c)).otherwise(before))
+    return marked.select(*events.columns)
+
+
 def _state_rows(effective: DataFrame, keys: list[str]) -> DataFrame:
     return effective.select(*keys, SEQ, F.col(DELETE).alias(DELETED), F.current_timestamp().alias(UPDATED_AT))
 
@@ -318,7 +385,10 @@ def _write_history(store, target, events, state_rows, scope, spec, data, batch, 
     """``state_rows``: the state of the batch's keys (``KeyScope.rows_of``)."""
     keys = spec.keys
     existing = _with_new_columns(scope.rows_of(store.read(target)), events, data) if store.exists(target) else None
-    history = build_history(_all_events(events, existing, state_rows, keys, data), keys, data, spec.tracked_columns(data))
+    every = _all_events(events, existing, state_rows, keys, data)
+    # Stored versions hold the values their NULLs kept: a new change's NULL takes the one before it.
+    every = with_null_updates_ignored(every, None, keys, spec.null_ignored_columns(data))
+    history = build_history(every, keys, data, spec.tracked_columns(data))
     # Cached: the versions are written and also looked up for the stored ones they replace,
     # and each use would fold the events again (windows and a grouping per key).
     history = history.persist()

@@ -32,15 +32,19 @@ FLOW_ENV_KEYS = frozenset(
 SOURCE_DETAILS_ENV_KEYS = frozenset({"source_path", "source_catalog"})
 ENV_KEYS = FLOW_ENV_KEYS | SOURCE_DETAILS_ENV_KEYS
 
-# dlt-meta keys we know but do not implement: saying why beats a bare "unknown key".
-UNSUPPORTED_KEYS = {
-    "bronze_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
-    "silver_apply_changes_from_snapshot": "snapshots are reconciled into the change stream",
+# dlt-meta names that are no keys of the file: saying why beats a bare "unknown key".
+FUNCTION_NAMES = {
     **dict.fromkeys(
         ("bronze_custom_transform_func", "silver_custom_transform_func", "bronze_next_snapshot_and_version",
          "silver_next_snapshot_and_version"),
         "a function, not an onboarding key: a dlt-meta notebook passes it to DataflowPipeline.invoke_dlt_pipeline "
         "(cdc_lakehouse.dataflow_pipeline; docs/onboarding.md, \"From a dlt-meta notebook\")"),
+}
+
+# dlt-meta keys cdc-lakehouse does not implement (docs/onboarding.md, "Not implemented").
+NOT_IMPLEMENTED_KEYS = {
+    "silver_reader_options": "dlt-meta key not implemented by cdc-lakehouse: silver streams the bronze table "
+                             "without reader options (docs/onboarding.md, \"Not implemented\")",
 }
 
 _LAYOUT = "a storage layout setting; the rows are the same without it"
@@ -82,18 +86,22 @@ CHANGE_STREAM_IGNORED = {
     **dict.fromkeys(("silver_catalog_quarantine", "silver_database_quarantine", "silver_quarantine_table",
                      "silver_quarantine_table_properties"), "it has no silver quarantine table"),
 }
-# ... and keys that would change its results, which it cannot honour: errors.
+# ... and keys that would change its results, which its semantics forbid: errors. Its replicas
+# must equal the source at each commit point (CONTRACT sections 3-6): every change of every
+# committed transaction, applied in commit order, none dropped, none added beside the stream.
+_DROPS_CHANGES = "a landing line a file's rule dropped would be a change missing from the replicas"
 CHANGE_STREAM_UNSUPPORTED = {
-    "bronze_data_quality_expectations_json": "bronze rules are the contract's (docs/bronze.md)",
-    "bronze_catalog_quarantine": "bronze quarantine tables are the contract's (docs/bronze.md)",
-    "bronze_database_quarantine": "bronze quarantine tables are the contract's (docs/bronze.md)",
-    "bronze_quarantine_table": "bronze quarantine tables are the contract's (docs/bronze.md)",
-    "bronze_quarantine_table_properties": "bronze quarantine tables are the contract's (docs/bronze.md)",
-    "silver_transformation_json": "use cdc_lakehouse.column_filters",
-    "silver_data_quality_expectations_json": "bad values become anomalies (docs/onboarding.md)",
+    "bronze_data_quality_expectations_json": f"its bronze applies the contract's rules (docs/bronze.md); {_DROPS_CHANGES}",
+    **dict.fromkeys(("bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
+                     "bronze_quarantine_table_properties"),
+                    "its bronze quarantines what the contract's rules refuse (docs/bronze.md), in its own tables"),
+    "silver_transformation_json": "a select or where over change rows could drop changes or alter keys and "
+                                  "sequences; use cdc_lakehouse.column_filters",
+    "silver_data_quality_expectations_json": "an expectation dropping a change row would leave the replicas unlike "
+                                             "the source; values that do not fit become anomalies (docs/onboarding.md)",
     "bronze_cdc_apply_changes": "its bronze keeps the raw landing data; its changes are applied in silver",
-    "bronze_append_flows": "its bronze reads its landing folder only",
-    "silver_append_flows": "its replicas hold the source table's rows only",
+    "bronze_append_flows": "appended rows would be changes of no transaction; its bronze reads its landing folder only",
+    "silver_append_flows": "appended rows would bypass the changes applied to the replicas",
     "bronze_sinks": "its outputs are the gold tables",
     "silver_sinks": "its outputs are the gold tables",
     "source_details.source_metadata": "its bronze keeps the contract's file columns (docs/bronze.md)",

@@ -40,7 +40,7 @@ def kind_problems(flow: DataFlow, env: str) -> tuple[list[str], list[str]]:
         problems += _snapshot_problems(flow)
     if flow.kind == "cdc_feed":
         return problems + _feed_silver_problems(flow), []
-    return problems + _snapshot_silver_problems(flow), []
+    return problems + _snapshot_silver_problems(flow), _snapshot_warnings(flow, env)
 
 
 def needs_silver(fields: Mapping[str, Any]) -> bool:
@@ -64,7 +64,8 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
     set_keys = _set_keys(flow)
     problems = [f"{render_key((key,), env)}: not supported for a {flow.kind} flow: {why}"
                 for key, why in CHANGE_STREAM_UNSUPPORTED.items() if key in set_keys]
-    problems += [f"{key}: not supported for a {flow.kind} flow (it reads the change stream)"
+    problems += [f"{key}: not supported for a {flow.kind} flow (its snapshots are reconciled into the change "
+                 f"stream, docs/snapshots.md)"
                  for key in ("bronze_apply_changes_from_snapshot", "silver_apply_changes_from_snapshot",
                              "source_details.snapshot_format") if key in set_keys]
     if flow.source_format is None:
@@ -85,7 +86,10 @@ def _change_stream_problems(flow: DataFlow, env: str) -> tuple[list[str], list[s
     return problems, warnings
 
 
-FEED_FORMATS = ("json", "csv", "parquet")
+# Auto Loader's formats Spark itself reads; avro needs Spark's external avro module, which the
+# local Spark lacks (docs/onboarding.md, "Not implemented").
+FEED_FORMATS = ("json", "csv", "parquet", "orc", "xml", "text", "binaryfile")
+_UNREAD_FORMATS = "avro needs Spark's external avro module, which cdc-lakehouse's Spark lacks"
 SNAPSHOT_FORMATS = ("csv", "json", "parquet", "delta")
 
 
@@ -96,12 +100,28 @@ def _feed_problems(flow: DataFlow) -> list[str]:
         problems.append("bronze_apply_changes_from_snapshot: only for source_format snapshot")
     if flow.source_details.snapshot_format is not None:
         problems.append("source_details.snapshot_format: only for source_format snapshot")
+    return problems + (_delta_feed_problems(flow) if flow.source_format == "delta" else _files_feed_problems(flow))
+
+
+def _files_feed_problems(flow: DataFlow) -> list[str]:
+    problems = []
     if not flow.source_path:
         problems.append("source_details.source_path_<env>: required key is missing (where the feed's files are)")
     fmt = reader_format(flow.bronze_reader_options)
     if fmt not in FEED_FORMATS:
         problems.append(f"bronze_reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
-                        f"(got {fmt!r})")
+                        f"(got {fmt!r}; {_UNREAD_FORMATS})")
+    return problems
+
+
+def _delta_feed_problems(flow: DataFlow) -> list[str]:
+    """dlt-meta's source_format delta: a Delta table, read as a stream, in place of files."""
+    details, problems = flow.source_details, []
+    if not (details.source_database and details.source_table):
+        problems.append("source_details: a delta flow needs source_database and source_table (the table it streams)")
+    if details.source_metadata is not None:
+        problems.append("source_details.source_metadata: only for source_format cloudFiles (Auto Loader's file "
+                        "metadata; a table has none)")
     return problems
 
 
@@ -175,7 +195,7 @@ def _append_flow_problems(append: AppendFlow, where: str) -> list[str]:
     fmt = reader_format(append.reader_options)
     if append.source_format == "cloudFiles" and fmt not in FEED_FORMATS:
         problems.append(f"{where}.reader_options: cloudFiles.format must be one of {', '.join(FEED_FORMATS)} "
-                        f"(got {fmt!r})")
+                        f"(got {fmt!r}; {_UNREAD_FORMATS})")
     return problems
 
 
@@ -184,10 +204,6 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
     problems = _snapshot_layer_problems(flow, "bronze")
     if flow.bronze_cdc_apply_changes is not None:
         problems.append(f"{_BRONZE_CDC}: only for source_format cloudFiles (use bronze_apply_changes_from_snapshot)")
-    if flow.bronze_quarantine_table:
-        problems.append(f"bronze_quarantine_table: {_DROPPED_AS_DELETES}")
-    if flow.source_details.source_metadata is not None:
-        problems.append("source_details.source_metadata: only for source_format cloudFiles")
     fmt = flow.source_details.snapshot_format
     if fmt not in SNAPSHOT_FORMATS:
         problems.append(f"source_details.snapshot_format: must be one of {', '.join(SNAPSHOT_FORMATS)} (got {fmt!r})")
@@ -199,7 +215,25 @@ def _snapshot_problems(flow: DataFlow) -> list[str]:
     return problems
 
 
-_DROPPED_AS_DELETES = "not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT would read dropped rows as deletes)"
+# Keys of a snapshot flow dlt-meta does not use (its snapshot flows apply the full loads as read):
+# warnings, so that such a file loads as it does in dlt-meta.
+_EXPECTATIONS_UNUSED = "AUTO CDC FROM SNAPSHOT would read a row an expectation dropped as a delete"
+SNAPSHOT_IGNORED = {
+    **dict.fromkeys(("bronze_data_quality_expectations_json", "silver_data_quality_expectations_json"),
+                    _EXPECTATIONS_UNUSED),
+    **dict.fromkeys(("bronze_catalog_quarantine", "bronze_database_quarantine", "bronze_quarantine_table",
+                     "bronze_quarantine_table_properties", "silver_catalog_quarantine", "silver_database_quarantine",
+                     "silver_quarantine_table", "silver_quarantine_table_properties"),
+                    f"a quarantine table takes the rows of expectations, which {_EXPECTATIONS_UNUSED}"),
+    "source_details.source_metadata": "only Auto Loader (source_format cloudFiles) reads file metadata",
+}
+
+
+def _snapshot_warnings(flow: DataFlow, env: str) -> list[str]:
+    # A silver-only flow's bronze keys are errors (_silver_only_problems), not warnings.
+    set_keys = {key for key in _set_keys(flow) if flow.has_bronze or not key.startswith(("bronze_", "source_"))}
+    return [f"{render_key(tuple(key.split('.')), env)}: ignored by snapshot flows, as dlt-meta ignores it: {why}"
+            for key, why in SNAPSHOT_IGNORED.items() if key in set_keys]
 
 
 def _snapshot_silver_problems(flow: DataFlow) -> list[str]:
@@ -215,10 +249,13 @@ def _snapshot_layer_problems(flow: DataFlow, layer: str) -> list[str]:
     if getattr(flow, f"{layer}_apply_changes_from_snapshot") is None:
         problems.append(f"{layer}_apply_changes_from_snapshot: required key is missing (a snapshot flow applies "
                         f"successive full loads)")
-    if getattr(flow, f"{layer}_data_quality_expectations_json"):
-        problems.append(f"{layer}_data_quality_expectations_json: {_DROPPED_AS_DELETES}")
-    problems += [f"{layer}_{key}: not supported for a snapshot flow (its tables hold the latest full load)"
-                 for key in ("append_flows", "sinks") if getattr(flow, f"{layer}_{key}")]
+    if getattr(flow, f"{layer}_append_flows"):
+        problems.append(f"{layer}_append_flows: not supported for a snapshot flow (AUTO CDC FROM SNAPSHOT keeps the "
+                        f"table equal to the latest full load: appended rows would stay whatever the next load holds)")
+    if getattr(flow, f"{layer}_sinks"):
+        problems.append(f"{layer}_sinks: not supported for a snapshot flow (dlt-meta's sinks stream the flow's input "
+                        f"view; a snapshot flow reads whole full loads, which no stream can follow, on Databricks "
+                        f"neither)")
     return problems
 
 
@@ -242,10 +279,14 @@ def _silver_only_problems(flow: DataFlow, env: str) -> list[str]:
     return problems
 
 
-# AUTO CDC arguments the flows do not pass on (the local runtime has no such argument, and a
-# change-stream flow's replicas are applied in commit order by several flows).
-_UNPASSED = ("ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
-_FEED_ONLY = ("where", "once")
+# AUTO CDC arguments a change-stream flow refuses: its replicas are applied in commit order by
+# several flows (where, once), from changes that carry whole rows, in which a NULL is a value the
+# source set (ignoring it would leave the replica unlike the source).
+_NULL_UPDATES = ("ignore_null_updates", "ignore_null_updates_column_list", "ignore_null_updates_except_column_list")
+_FEED_ONLY = {
+    **dict.fromkeys(("where", "once"), "its changes come in whole transactions"),
+    **dict.fromkeys(_NULL_UPDATES, "its changes carry whole rows, where a NULL is a value the source set"),
+}
 
 
 def flow_problems(flow: DataFlow) -> list[str]:
@@ -260,18 +301,31 @@ def flow_problems(flow: DataFlow) -> list[str]:
 
 def _cdc_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
     """One ``<layer>_cdc_apply_changes`` (``name``): its keys, column lists and SCD type."""
-    problems = _key_problems(flow, cdc, name)
-    problems += [f"{name}.{arg}: not supported by cdc-lakehouse (use ignore_null_updates)"
-                 for arg in _UNPASSED if getattr(cdc, arg) is not None]
+    problems = _key_problems(flow, cdc, name) + _null_update_problems(cdc, name)
     if flow.is_change_stream:
-        problems += [f"{name}.{arg}: not supported for a {flow.kind} flow (its changes come in whole transactions)"
-                     for arg in _FEED_ONLY if getattr(cdc, arg)]
+        problems += [f"{name}.{arg}: not supported for a {flow.kind} flow ({why})"
+                     for arg, why in _FEED_ONLY.items() if getattr(cdc, arg)]
     if cdc.column_list is not None and cdc.except_column_list is not None:
         problems.append(f"{name}: column_list and except_column_list cannot be used together")
     if cdc.track_history_column_list is not None and cdc.track_history_except_column_list is not None:
         problems.append(f"{name}: track_history_column_list and track_history_except_column_list cannot be used "
                         f"together")
     return problems + _scd_type_problems(flow, cdc, name)
+
+
+def _null_update_problems(cdc: CdcApplyChanges, name: str) -> list[str]:
+    """The null-ignoring keys: one of them at most, naming columns the flow applies, no key."""
+    given = [arg for arg in _NULL_UPDATES if getattr(cdc, arg)]
+    problems = [f"{name}: {' and '.join(given)} cannot be used together"] if len(given) > 1 else []
+    for arg in _NULL_UPDATES[1:]:
+        for column in getattr(cdc, arg) or []:
+            if contains_column(cdc.keys, column):
+                problems.append(f"{name}.{arg}: key column {column!r} cannot be listed (a change always carries "
+                                f"its key)")
+            elif contains_column(cdc.except_column_list or [], column) or (
+                    cdc.column_list is not None and not contains_column(cdc.column_list, column)):
+                problems.append(f"{name}.{arg}: column {column!r} is not applied (column_list / except_column_list)")
+    return problems
 
 
 def _key_problems(flow: DataFlow, cdc: CdcApplyChanges, name: str) -> list[str]:
@@ -337,6 +391,8 @@ def _dlt_meta_claims(flows: list[tuple[str, DataFlow]]) -> Iterator[tuple[Any, s
         # A silver-only flow reads its bronze table: it claims none of bronze's.
         bronze = [f.bronze_target, f.bronze_quarantine_target, f.history_target("bronze")] if f.has_bronze else []
         targets = [*bronze, f.silver_target, f.silver_quarantine_target, f.scd2_target]
+        if f.kind == "snapshot":  # it writes no quarantine table (its quarantine keys are warnings)
+            targets = [t for t in targets if t not in (f.bronze_quarantine_target, f.silver_quarantine_target)]
         for name in dict.fromkeys(t for t in targets if t):
             yield _local_name(name), label, f"table {name} is also written by"
         yield from _sink_claims(label, f)

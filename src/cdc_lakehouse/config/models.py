@@ -4,7 +4,8 @@ file (``Onboarding``). What one key holds is checked here; rules across keys and
 
 Flow kinds (``DataFlow.kind``): a flow with ``cdc_lakehouse:`` is a change-stream flow (``binlog``
 or ``shadow`` capture, transactions, coherent gold). A plain dlt-meta flow without it is either a
-``cdc_feed`` (``source_format: cloudFiles``: rows with an operation and a sequence column, applied
+``cdc_feed`` (``source_format: cloudFiles``, or ``delta``: a Delta table's rows read as a stream;
+rows with an operation and a sequence column, applied
 with AUTO CDC, or, without ``silver_cdc_apply_changes``, appended to a plain silver table) or a
 ``snapshot`` flow (``source_format: snapshot``: AUTO CDC FROM SNAPSHOT of successive full loads).
 A dlt-meta flow without ``source_format`` is silver-only (``DataFlow.has_bronze``), as dlt-meta's
@@ -150,8 +151,9 @@ class AppendFlow(_Strict):
             if value.lower() == known.lower():
                 return known
         if value.lower() in ("kafka", "eventhub"):
-            raise ValueError(f"{value} append flows are not supported by cdc-lakehouse: its pipelines read files "
-                             f"and tables (use cloudFiles or delta)")
+            service = "a Kafka broker" if value.lower() == "kafka" else "an Azure Event Hubs namespace"
+            raise ValueError(f"a {value.lower()} append flow reads {service}, which cdc-lakehouse cannot start "
+                             f"(use cloudFiles or delta)")
         raise ValueError(f"must be cloudFiles or delta (got {value!r})")
 
 
@@ -228,6 +230,8 @@ class CdcApplyChanges(_Strict):
             "apply_as_deletes": self.apply_as_deletes,
             "column_list": _copy(self.column_list),
             "except_column_list": list(self.except_column_list or []) or None,
+            "ignore_null_updates_column_list": _copy(self.ignore_null_updates_column_list),
+            "ignore_null_updates_except_column_list": _copy(self.ignore_null_updates_except_column_list),
         }
         if stored_as_scd_type == 1:
             args["apply_as_truncates"] = self.apply_as_truncates or default_truncates
@@ -349,19 +353,23 @@ class DataFlow(_Strict):
     def _known_source_format(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        for known in ("cloudFiles", "snapshot"):
+        for known in ("cloudFiles", "delta", "snapshot"):
             if value.lower() == known.lower():
                 return known
+        if value.lower() in ("kafka", "eventhub"):
+            service = "a Kafka broker" if value.lower() == "kafka" else "an Azure Event Hubs namespace"
+            raise ValueError(f"a {value.lower()} flow reads {service}, which cdc-lakehouse cannot start (use "
+                             f"cloudFiles or delta)")
         raise ValueError(
-            f"must be cloudFiles (landing files read with Auto Loader) or snapshot (successive "
-            f"full loads) (got {value!r})"
+            f"must be cloudFiles (landing files read with Auto Loader), delta (a Delta table read as a stream) "
+            f"or snapshot (successive full loads) (got {value!r})"
         )
 
     # -- kind --
     @property
     def kind(self) -> Literal["binlog", "shadow", "cdc_feed", "snapshot"]:
         """binlog/shadow: a change-stream flow (``cdc_lakehouse:``); cdc_feed or snapshot: a plain
-        dlt-meta flow (source_format cloudFiles or snapshot; a silver-only flow is a snapshot flow
+        dlt-meta flow (source_format cloudFiles or delta, or snapshot; a silver-only flow is a snapshot flow
         when it applies its bronze table as snapshots, as dlt-meta's silver onboarding reads it)."""
         if self.cdc_lakehouse is not None:
             return self.cdc_lakehouse.capture

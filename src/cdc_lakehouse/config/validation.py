@@ -16,9 +16,10 @@ from cdc_lakehouse.config.dlt_meta_keys import (
     DEFAULT_ENV,
     ENV_KEYS,
     FLOW_ENV_KEYS,
+    FUNCTION_NAMES,
     IGNORED_KEYS,
+    NOT_IMPLEMENTED_KEYS,
     SOURCE_DETAILS_ENV_KEYS,
-    UNSUPPORTED_KEYS,
     render_key,
 )
 from cdc_lakehouse.config.flow_rules import cross_flow_problems, flow_problems, kind_problems, needs_silver
@@ -147,8 +148,8 @@ def _describe(error: Mapping[str, Any], env: str) -> str:
 
 def _unknown_key(loc: tuple[Any, ...], env: str) -> str:
     key = str(loc[-1])
-    if key in UNSUPPORTED_KEYS:
-        return f"dlt-meta key not supported by cdc-lakehouse: {UNSUPPORTED_KEYS[key]}"
+    if key in FUNCTION_NAMES or key in NOT_IMPLEMENTED_KEYS:
+        return {**FUNCTION_NAMES, **NOT_IMPLEMENTED_KEYS}[key]
     model = _model_at(loc[:-1])
     if model is DataFlow and key in CdcLakehouse.model_fields:
         return "unknown key; cdc-lakehouse settings go under cdc_lakehouse:"

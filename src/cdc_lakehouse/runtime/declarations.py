@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any, Callable, Literal, Protocol, TypeVar
 
-from pyspark.errors import PySparkTypeError
+from pyspark.errors import PySparkTypeError, PySparkValueError
 from pyspark.sql import Column, DataFrame
 
 from cdc_lakehouse.runtime.graph import Dataset, Expectation, Flow, PipelineGraph
@@ -164,9 +164,12 @@ def create_auto_cdc_flow(
     name: str | None = None,
     once: bool = False,
     flow_name: str | None = None,
+    ignore_null_updates_column_list: ColumnNames | None = None,
+    ignore_null_updates_except_column_list: ColumnNames | None = None,
 ) -> None:
     """An AUTO CDC flow applying the changes of ``source`` to the streaming table ``target``.
-    ``flow_name`` is the older spelling of ``name``."""
+    ``flow_name`` is the older spelling of ``name``. ``ignore_null_updates`` (every column) and
+    the two ``ignore_null_updates_*column_list`` (some) are mutually exclusive, as in Databricks."""
     check_type("source", source, str, "str")
     _check_auto_cdc(target, keys, stored_as_scd_type, track_history_column_list,
                     track_history_except_column_list, name or flow_name)
@@ -175,7 +178,7 @@ def create_auto_cdc_flow(
         check_optional(arg_name, value, (str, Column), "str or Column")
     check_columns("column_list", column_list)
     check_columns("except_column_list", except_column_list)
-    check_type("ignore_null_updates", ignore_null_updates, bool, "bool")
+    _check_null_updates(ignore_null_updates, ignore_null_updates_column_list, ignore_null_updates_except_column_list)
     check_type("once", once, bool, "bool")
     params = dict(
         source=source, keys=list(keys), sequence_by=sequence_by, ignore_null_updates=ignore_null_updates,
@@ -183,11 +186,24 @@ def create_auto_cdc_flow(
         except_column_list=except_column_list, stored_as_scd_type=int(stored_as_scd_type),
         track_history_column_list=track_history_column_list,
         track_history_except_column_list=track_history_except_column_list,
+        ignore_null_updates_column_list=ignore_null_updates_column_list,
+        ignore_null_updates_except_column_list=ignore_null_updates_except_column_list,
     )
     # The default flow name predates pyspark's (the target's name): checkpoints are kept per
     # flow name, so changing it would restart every default-named flow of an existing lake.
     flow = name or flow_name or f"{target}__auto_cdc"
     add_flow(Flow(name=flow, target=target, kind="auto_cdc", once=once, cdc=params))
+
+
+def _check_null_updates(every: object, columns: object, except_columns: object) -> None:
+    check_type("ignore_null_updates", every, bool, "bool")
+    check_columns("ignore_null_updates_column_list", columns)
+    check_columns("ignore_null_updates_except_column_list", except_columns)
+    given = [name for name, value in (("ignore_null_updates", every), ("ignore_null_updates_column_list", columns),
+                                      ("ignore_null_updates_except_column_list", except_columns)) if value]
+    if len(given) > 1:
+        raise PySparkValueError(errorClass="CANNOT_SET_TOGETHER",
+                                messageParameters={"arg_list": ", ".join(given)})
 
 
 def create_auto_cdc_from_snapshot_flow(
