@@ -8,7 +8,10 @@ it, the mean and the largest show it):
 
 - ``append``: 100 rows with a ``Commit`` (a new batch version each time);
 - ``append_redelivered``: the same batch again: the store must see it is in and write nothing;
-- ``merge``: 100 rows (half matched, half new) MERGEd by key into a 200k-row table;
+- ``merge``: 100 rows (half matched, half new) MERGEd by key into a 200k-row table (which the
+  store, since the table is under 8 MB, writes again instead: ``storage/small_merge.py``);
+- ``merge_by_delta``: the same by Delta's MERGE (a store that never writes the table again, as
+  for a table over 8 MB);
 - ``overwrite``: the table replaced by 100 rows;
 - ``replace_where``: one of ten partitions' rows replaced by 100 rows;
 - ``read_appended``: the rows one append added, read as the streaming source reads them (counted).
@@ -34,7 +37,7 @@ from cdc_lakehouse.storage import Commit, DeltaSparkStore, UpsertSpec
 ROWS = 100
 LARGE = 200_000
 PARTS = 10
-OPERATIONS = ("append", "append_redelivered", "merge", "overwrite", "replace_where", "read_appended")
+OPERATIONS = ("append", "append_redelivered", "merge", "merge_by_delta", "overwrite", "replace_where", "read_appended")
 STORES = ("delta-spark", "delta-rs", "plain")
 
 
@@ -89,8 +92,10 @@ def store_of(spark: SparkSession, engine: str, lake: Path):
 def run_store(spark: SparkSession, engine: str, lake: Path, repeat: int, large: int = LARGE) -> dict:
     """Every operation through the engine's ``TableStore``."""
     store = store_of(spark, engine, lake)
+    by_delta = DeltaSparkStore(spark, lake, rewrite_bytes=0) if engine == "delta-spark" else store
     meter = Meter(spark, store.version)
     store.upsert("bench.large", rows(spark, 0, large), UpsertSpec(keys=("k",)))
+    store.upsert("bench.large_by_delta", rows(spark, 0, large), UpsertSpec(keys=("k",)))
     store.append("bench.parts", rows(spark, 0, large // 20), partition_by=["part"])
     versions = []
     for i in range(repeat):
@@ -101,6 +106,8 @@ def run_store(spark: SparkSession, engine: str, lake: Path, repeat: int, large: 
         changes = rows(spark, large - ROWS // 2 + i * ROWS)
         meter.measure("merge", "bench.large",
                       lambda: store.upsert("bench.large", changes, UpsertSpec(keys=("k",)), Commit("bench-merge", i)))
+        meter.measure("merge_by_delta", "bench.large_by_delta", lambda: by_delta.upsert(
+            "bench.large_by_delta", changes, UpsertSpec(keys=("k",)), Commit("bench-merge", i)))
         meter.measure("overwrite", "bench.overwritten",
                       lambda: store.overwrite("bench.overwritten", batch, Commit("bench-overwrite", i)))
         part = rows(spark, large + i * ROWS, part=i % PARTS)
@@ -125,6 +132,7 @@ def run_plain(spark: SparkSession, lake: Path, repeat: int, large: int = LARGE) 
 
     meter = Meter(spark, version)
     rows(spark, 0, large).write.format("delta").save(path("large"))
+    rows(spark, 0, large).write.format("delta").save(path("large_by_delta"))
     rows(spark, 0, large // 20).write.format("delta").partitionBy("part").save(path("parts"))
     for i in range(repeat):
         batch = rows(spark, i * ROWS)
@@ -133,6 +141,9 @@ def run_plain(spark: SparkSession, lake: Path, repeat: int, large: int = LARGE) 
         merge = (DeltaTable.forPath(spark, path("large")).alias("t").merge(changes.alias("s"), "t.k = s.k")
                  .whenMatchedUpdateAll().whenNotMatchedInsertAll())
         meter.measure("merge", "large", merge.execute)
+        merge = (DeltaTable.forPath(spark, path("large_by_delta")).alias("t").merge(changes.alias("s"), "t.k = s.k")
+                 .whenMatchedUpdateAll().whenNotMatchedInsertAll())
+        meter.measure("merge_by_delta", "large_by_delta", merge.execute)  # the same floor as merge's
         meter.measure("overwrite", "overwritten", lambda: batch.write.format("delta").mode("overwrite").save(path("overwritten")))
         part = rows(spark, large + i * ROWS, part=i % PARTS)
         meter.measure("replace_where", "parts", lambda: part.write.format("delta").mode("overwrite")

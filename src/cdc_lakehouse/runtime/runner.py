@@ -39,7 +39,7 @@ from cdc_lakehouse.runtime.table_reset import TableReset, selected_tables
 from cdc_lakehouse.runtime.sinks import reads_only_cached, table_options, write_cdc, write_query, write_snapshot_cdc
 from cdc_lakehouse.runtime.unchanged_views import UNCHANGED, RefreshKey, quiet_before_planning, refresh_key
 from cdc_lakehouse.settings import REPORTS_FAILURES, SKIPPED_BY_FAILURE as UPSTREAM_FAILED
-from cdc_lakehouse.storage import ConcurrentCommit
+from cdc_lakehouse.storage import ConcurrentCommit, session_conf
 
 # Errors that stop the whole update at once: the pipeline is wrong as declared, or another update
 # writes the same lake. Any other error of a flow fails that flow and what reads it.
@@ -365,20 +365,9 @@ class PipelineRunner:
         return [*sinks, state] if keeps_state else sinks
 
 
-@contextlib.contextmanager
-def pipeline_configuration(spark: SparkSession, configuration: dict):
+def pipeline_configuration(spark: SparkSession, configuration: dict) -> contextlib.AbstractContextManager:
     """Pipeline ``configuration`` is read by the files with ``spark.conf.get``, as on Databricks."""
-    previous = {k: spark.conf.get(k, None) for k in configuration}
-    for key, value in configuration.items():
-        spark.conf.set(key, str(value))
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    return session_conf.settings(spark, configuration)
 
 
 def run_pipeline(spark: SparkSession, sources: list[str], lake: str | Path,

@@ -26,13 +26,15 @@ from pathlib import Path
 
 from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
-from cdc_lakehouse.storage.delta_txn import DeltaTransactions
+from cdc_lakehouse.storage.delta_txn import DeltaTransactions, OpenTransaction
+from cdc_lakehouse.storage.session_conf import settings
+from cdc_lakehouse.storage.small_merge import merged
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
@@ -52,6 +54,8 @@ _DML_SETTINGS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delt
 # pipeline's sources are persisted lazily, which Delta refuses to MERGE from uncopied.
 _SMALL_TABLE_PLAN = {"spark.sql.adaptive.enabled": "false"}
 _SMALL_TABLE_BYTES = 64 * 1024 * 1024
+# Under this a MERGE writes the whole table again, in one job (``_merge_by_rewrite``).
+REWRITE_BYTES = 8 * 1024 * 1024
 # How many commits back a writer looks for its own: others' commits after it are a race.
 _RACING_COMMITS = 16
 # Characters Parquet cannot hold in a column name: a table with such a name (a source column
@@ -64,8 +68,10 @@ _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 class DeltaSparkStore(LakePaths):
     """A lake directory of Delta tables named ``schema.table`` (``<lake>/<schema>/<table>``)."""
 
-    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None):
+    def __init__(self, spark: SparkSession, lake: str | Path, commit_hook=None, rewrite_bytes: int = REWRITE_BYTES):
+        """``rewrite_bytes``: a MERGE into a table of fewer bytes writes it again (0: never)."""
         self.spark = spark
+        self.rewrite_bytes = rewrite_bytes
         self.lake = Path(lake).resolve()
         self.placed = {}
         # Called as hook("before"|"after", table) around every data commit: the seam where
@@ -283,10 +289,18 @@ class DeltaSparkStore(LakePaths):
         removed = self._removed_by_plain_write(name, txn.read_version, df, mode, partition_by, commit)
         if removed is None:
             return None
+        token = self._commit_files(name, txn, df, mode == "overwrite", removed, commit)
+        return 0 if token is None else self._rows_committed(name, token)
+
+    def _commit_files(self, name: str, txn: OpenTransaction, df: DataFrame, overwrite: bool, removed: list[dict],
+                      commit: Commit | None) -> str | None:
+        """``df`` written and committed in ``txn``: the commit's token, or None when the table
+        had the batch when ``txn`` read it (a racing writer's: ``_committing`` reports it)."""
         with self._committing(name, commit) as token:
-            if not self._holds_at(name, txn.read_version, commit):  # else a racing writer's: reported
-                txn.write(df, mode == "overwrite", removed, commit, token)
-        return self._rows_committed(name, token)
+            if self._holds_at(name, txn.read_version, commit):
+                return None
+            txn.write(df, overwrite, removed, commit, token)
+        return token
 
     def _removed_by_plain_write(self, name: str, version: int, df: DataFrame, mode: str, partition_by,
                                 commit: Commit | None) -> list[dict] | None:
@@ -345,6 +359,9 @@ class DeltaSparkStore(LakePaths):
         """MERGE ``df`` into ``name`` by key; creates the table from ``df`` when absent."""
         if self._holds(name, commit):
             return 0
+        rewritten = self._merge_by_rewrite(name, df, spec, commit)
+        if rewritten is not None:
+            return rewritten
         flag = spec.delete_flag
         snapshot = self._snapshot(name)
         if snapshot is None:
@@ -366,6 +383,33 @@ class DeltaSparkStore(LakePaths):
         with self._committing(name, commit) as token, self._dml_settings(commit, token, plan):
             merge.execute()
         return self._rows_committed(name, token)
+
+    def _merge_by_rewrite(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None) -> int | None:
+        """A MERGE into a table under ``rewrite_bytes`` as one overwrite of it with what the
+        MERGE leaves (``small_merge``): 1 Spark job against the MERGE's 6. The source's rows, or
+        None when the MERGE runs: a larger or partitioned table, one with a change data feed
+        (an overwrite would read there as every row deleted and inserted again), or a source
+        whose columns or types differ from the table's (schema evolution, casts)."""
+        if not self.exists(name):
+            return None
+        txn = self._transactions.start(self._uri(name))
+        size, log = self._size_at(name, txn.read_version), self.path(name) / "_delta_log"
+        if size is None or size >= self.rewrite_bytes or listed_files(log, txn.read_version) is None:
+            return None  # a table the checksum file does not list is read, and so MERGEd, by Delta
+        table = self.read(name, txn.read_version)
+        if _column_types(df, spec.delete_flag) != _column_types(table):
+            return None  # the MERGE widens or casts (a struct that gained fields, say)
+        counted = Observation(f"rows of the MERGE into {name}")
+        result = merged(table, df, spec, counted)
+        removed = self._removed_by_plain_write(name, txn.read_version, result, "overwrite", None, commit)
+        if removed is None or _feeds_changes(self.path(name), txn.read_version):
+            return None
+        with settings(self.spark, _SMALL_TABLE_PLAN):
+            token = self._commit_files(name, txn, result, True, removed, commit)
+        if token is None:
+            return 0
+        rows = counted.get.get("rows")  # none when Spark left the counting branch out of the plan
+        return int(rows) if rows is not None else df.count()
 
     def _small(self, name: str, snapshot) -> bool:
         """Whether the table's data files at ``snapshot`` add up to less than
@@ -412,18 +456,8 @@ class DeltaSparkStore(LakePaths):
         values: dict[str, str] = dict(plan, **{_DML_SETTINGS[2]: token})
         if commit is not None:
             values.update({_DML_SETTINGS[0]: commit.app_id, _DML_SETTINGS[1]: str(commit.version)})
-        conf = self.spark.conf
-        previous: dict[str, str | None] = {key: conf.get(key, None) for key in values}
-        for key, value in values.items():
-            conf.set(key, value)
-        try:
+        with settings(self.spark, values):
             yield
-        finally:
-            for key, old in previous.items():
-                if old is None:
-                    conf.unset(key)
-                else:
-                    conf.set(key, old)
 
     def _find(self, name: str, token: str) -> dict | None:
         """The commitInfo of this writer's commit, looked for from the newest version down (a
@@ -581,6 +615,16 @@ def _iterate(collection) -> Iterator:
     items = collection.iterator()
     while items.hasNext():
         yield items.next()
+
+
+def _column_types(df: DataFrame, leaving_out: str | None = None) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name != leaving_out}
+
+
+def _feeds_changes(table: Path, version: int) -> bool:
+    """Whether the table at ``version`` has a change data feed (from its checksum file)."""
+    metadata = (checksum(table / "_delta_log", version) or {}).get("metadata") or {}
+    return str(metadata.get("configuration", {}).get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
 def _configuration(snapshot) -> dict[str, str]:

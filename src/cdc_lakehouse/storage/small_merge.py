@@ -1,0 +1,56 @@
+"""What a keyed MERGE leaves in a small table, as a query: the table written again in one pass.
+
+Delta's MERGE runs at least six Spark jobs whatever the sizes (a copy of its source, scans for
+the files it touches, the rewrite of those files, the table's state), about 0.7 s on two cores
+into a table of a few hundred rows, and a pipeline update MERGEs some 30 tables. A table of a
+few megabytes is one or two files, all of which such a MERGE rewrites anyway; writing it again as
+this query's result is one job (``storage/delta_txn.py`` commits it as an overwrite of the
+version read, which conflicts with any write landing meanwhile, as the MERGE's own read of the
+whole table does). docs/storage.md, "The cost of a commit".
+
+The result is the MERGE's: rows whose key the source does not name stay as they are; a source
+row flagged for delete removes its key's row; any other source row replaces its key's row or is
+added. Where the MERGE would fail because several source rows name one key, so does this query
+(it checks every key the source names twice, not only those the table holds).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Observation, Window
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.storage.base import UpsertSpec
+
+_ROWS_OF_KEY = "__rows_of_key"
+
+
+def merged(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observation) -> DataFrame:
+    """``table`` after MERGE of ``source`` by ``spec``, in ``table``'s columns (which ``source``
+    has, with the delete flag if any, and no others). ``rows`` counts the source's rows (as
+    ``rows``) when the result is written."""
+    keys = [*spec.keys, *spec.extra_match_columns]
+    checked = _one_row_per_key(source, keys)
+    flag = spec.delete_flag
+    upserts = checked if flag is None else checked.filter(~_quoted(flag))
+    # Counted on the branch that reads every source row once: the keys the table's rows are
+    # matched against.
+    named = checked.select(*keys).observe(rows, F.count(F.lit(1)).alias("rows"))
+    kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
+    return kept.unionByName(upserts.select(*[_quoted(c) for c in table.columns]))
+
+
+def _one_row_per_key(source: DataFrame, keys: list[str]) -> DataFrame:
+    """``source``, failing the query where two of its rows share a key (a NULL key matches no
+    row, as in the MERGE's condition, so it is not checked)."""
+    rows_of_key = F.count(F.lit(1)).over(Window.partitionBy(*[_quoted(k) for k in keys]))
+    counted = source.withColumn(_ROWS_OF_KEY, rows_of_key)
+    complete = F.lit(True)
+    for key in keys:
+        complete = complete & _quoted(key).isNotNull()
+    message = F.lit(f"MERGE: several source rows share a key ({', '.join(keys)}); a key takes one change a batch")
+    fail = F.when(complete & (F.col(_ROWS_OF_KEY) > 1), F.raise_error(message))
+    return counted.filter(fail.isNull()).drop(_ROWS_OF_KEY)
+
+
+def _quoted(name: str) -> Column:
+    return F.col(f"`{name.replace('`', '``')}`")

@@ -1,0 +1,100 @@
+"""A MERGE into a small table is the table written again (storage/small_merge.py): the same rows
+as the MERGE leaves, in one Spark job; a table it cannot rewrite so is MERGEd by Delta."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from property_settings import examples
+from cdc_lakehouse.storage import Commit, DeltaSparkStore, UpsertSpec
+from cdc_lakehouse.storage.small_merge import merged
+
+SCHEMA = "k long, v string"
+SOURCE = "k long, v string, d boolean"
+keys = st.integers(min_value=0, max_value=12)
+tables = st.dictionaries(keys, st.text(alphabet="abc", max_size=2), max_size=10)
+sources = st.dictionaries(st.one_of(keys, st.none()), st.tuples(st.text(alphabet="xyz", max_size=2), st.booleans()),
+                          max_size=10)
+
+
+def reference(table: dict, source: dict) -> list[tuple]:
+    """MERGE as Databricks documents it: matched and flagged, deleted; matched, updated; not
+    matched and not flagged, inserted. A NULL key matches nothing."""
+    result = dict(table)
+    for key, (value, flagged) in source.items():
+        if key is not None and flagged:
+            result.pop(key, None)
+        elif key is not None:
+            result[key] = value
+    inserted_null = [(None, v) for k, (v, flagged) in source.items() if k is None and not flagged]
+    return sorted(result.items()) + inserted_null
+
+
+@settings(max_examples=examples(25))
+@given(table=tables, source=sources)
+def test_the_rewrite_leaves_what_the_merge_leaves(spark, table, source):
+    rows = merged(spark.createDataFrame(sorted(table.items()), SCHEMA),
+                  spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE),
+                  UpsertSpec(("k",), "d"), _observation())
+    assertDataFrameEqual(rows, spark.createDataFrame(reference(table, source), SCHEMA))
+
+
+def test_two_source_rows_of_one_key_fail_the_write_as_the_merge_does(spark, tmp_path):
+    store = DeltaSparkStore(spark, tmp_path)
+    spec = UpsertSpec(("k",))
+    store.upsert("s.t", spark.createDataFrame([(1, "a")], SCHEMA), spec, Commit("flow", 0))
+    twice = spark.createDataFrame([(2, "b"), (2, "c")], SCHEMA)
+    with pytest.raises(Exception, match="several source rows share a key"):
+        store.upsert("s.t", twice, spec, Commit("flow", 1))
+    assertDataFrameEqual(store.read("s.t"), spark.createDataFrame([(1, "a")], SCHEMA))
+    assert store.committed_version("s.t", "flow") == 0
+
+
+def test_a_merge_into_a_small_table_is_one_spark_job_and_counts_the_source_rows(spark, tmp_path):
+    """Delta's MERGE into the same table runs six jobs (docs/storage.md, "The cost of a commit")."""
+    store = DeltaSparkStore(spark, tmp_path)
+    spec = UpsertSpec(("k",), "d")
+    store.upsert("s.t", spark.range(1000).selectExpr("id k", "'a' v", "false d"), spec, Commit("flow", 0))
+    batch = spark.range(990, 1010).selectExpr("id k", "'b' v", "id % 2 = 0 d")
+    spark.sparkContext.setJobGroup("small merge", "one upsert")
+    try:
+        assert store.upsert("s.t", batch, spec, Commit("flow", 1)) == 20
+        assert len(spark.sparkContext.statusTracker().getJobIdsForGroup("small merge")) == 1
+    finally:
+        spark.sparkContext._jsc.clearJobGroup()
+    assert store.upsert("s.t", batch, spec, Commit("flow", 1)) == 0  # redelivered: nothing written
+    table = store.read("s.t")
+    assert (table.count(), table.filter("v = 'b'").count()) == (1000 - 5 + 5, 10)
+    assert store.history("s.t", 1)[0]["operation"] == "WRITE"
+
+
+def test_a_table_with_a_change_data_feed_or_a_new_column_or_type_is_merged_by_delta(spark, tmp_path):
+    """An overwrite would read in the change feed as every row deleted and inserted again; a new
+    column, or a struct that gained a field (an AUTO CDC sequence), needs the MERGE's schema
+    evolution."""
+    store = DeltaSparkStore(spark, tmp_path)
+    spec = UpsertSpec(("k",))
+    feed = {"delta.enableChangeDataFeed": "true"}
+    store.upsert("s.fed", spark.createDataFrame([(1, "a")], SCHEMA), spec, Commit("flow", 0), properties=feed)
+    store.upsert("s.fed", spark.createDataFrame([(1, "b")], SCHEMA), spec, Commit("flow", 1))
+    store.upsert("s.t", spark.createDataFrame([(1, "a")], SCHEMA), spec, Commit("flow", 0))
+    wider = spark.createDataFrame([(1, "b", 2)], "k long, v string, w int")
+    store.upsert("s.t", wider, spec, Commit("flow", 1))
+    store.upsert("s.seq", spark.createDataFrame([(1, (1, 2))], "k long, s struct<a:int,b:int>"), spec, Commit("flow", 0))
+    store.upsert("s.seq", spark.createDataFrame([(2, (1, 2, 3))], "k long, s struct<a:int,b:int,c:int>"), spec,
+                 Commit("flow", 1))
+    assert [store.history(name, 1)[0]["operation"] for name in ("s.fed", "s.t", "s.seq")] == ["MERGE"] * 3
+    assertDataFrameEqual(store.read("s.seq"), spark.createDataFrame([(1, (1, 2, None)), (2, (1, 2, 3))],
+                                                                    "k long, s struct<a:int,b:int,c:int>"))
+    assertDataFrameEqual(store.read("s.t"), wider)
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
+    assert changes.load(str(store.path("s.fed"))).select("_change_type").where(F.col("k") == 1).count() == 2
+
+
+def _observation() -> Observation:
+    return Observation()
