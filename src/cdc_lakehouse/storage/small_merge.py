@@ -1,7 +1,7 @@
 """What a keyed MERGE leaves in a small table, as a query: the table written again in one pass.
 
 Delta's MERGE runs at least six Spark jobs whatever the sizes (a copy of its source, scans for
-the files it touches, the rewrite of those files, the table's state), about 0.7 s on two cores
+the files it touches, the rewrite of those files, the table's state), 0.7-1.7 s on two cores
 into a table of a few hundred rows, and a pipeline update MERGEs some 30 tables. A table of a
 few megabytes is one or two files, all of which such a MERGE rewrites anyway; writing it again as
 this query's result is one job (``storage/delta_txn.py`` commits it as an overwrite of the
