@@ -297,7 +297,7 @@ class DeltaSparkStore(LakePaths):
         """``df`` written and committed in ``txn``: the commit's token, or None when the table
         had the batch when ``txn`` read it (a racing writer's: ``_committing`` reports it)."""
         with self._committing(name, commit) as token:
-            if self._holds_at(name, txn.read_version, commit):
+            if self._holds(name, commit, txn.read_version):
                 return None
             txn.write(df, overwrite, removed, commit, token)
         return token
@@ -417,19 +417,16 @@ class DeltaSparkStore(LakePaths):
         size = self._size_at(name, int(snapshot.version()))
         return size is not None and size < _SMALL_TABLE_BYTES
 
-    def _holds(self, name: str, commit: Commit | None) -> bool:
+    def _holds(self, name: str, commit: Commit | None, version: int | None = None) -> bool:
         """Whether the table has the writer's batch (its version, or a later one) in: then
-        nothing is written, and no commit point passed."""
+        nothing is written, and no commit point passed. As of its newest version, or of
+        ``version`` (a transaction's read version, whose checksum the caller read)."""
         if commit is None:
             return False
-        version = self.committed_version(name, commit.app_id)
-        return version is not None and version >= commit.version
-
-    def _holds_at(self, name: str, version: int, commit: Commit | None) -> bool:
-        """``_holds`` as of ``version`` (whose checksum the caller read)."""
-        if commit is None:
-            return False
-        held = (checksum_transactions(self.path(name) / "_delta_log", version) or {}).get(commit.app_id)
+        if version is None:
+            held = self.committed_version(name, commit.app_id)
+        else:
+            held = (checksum_transactions(self.path(name) / "_delta_log", version) or {}).get(commit.app_id)
         return held is not None and held >= commit.version
 
     @contextmanager
