@@ -131,19 +131,17 @@ def run_plain(spark: SparkSession, lake: Path, repeat: int, large: int = LARGE) 
         return DeltaTable.forPath(spark, path(name)).history(1).collect()[0].version
 
     meter = Meter(spark, version)
-    rows(spark, 0, large).write.format("delta").save(path("large"))
-    rows(spark, 0, large).write.format("delta").save(path("large_by_delta"))
+    for table in ("large", "large_by_delta"):
+        rows(spark, 0, large).write.format("delta").save(path(table))
     rows(spark, 0, large // 20).write.format("delta").partitionBy("part").save(path("parts"))
     for i in range(repeat):
         batch = rows(spark, i * ROWS)
         meter.measure("append", "appended", lambda: batch.write.format("delta").mode("append").save(path("appended")))
         changes = rows(spark, large - ROWS // 2 + i * ROWS)
-        merge = (DeltaTable.forPath(spark, path("large")).alias("t").merge(changes.alias("s"), "t.k = s.k")
-                 .whenMatchedUpdateAll().whenNotMatchedInsertAll())
-        meter.measure("merge", "large", merge.execute)
-        merge = (DeltaTable.forPath(spark, path("large_by_delta")).alias("t").merge(changes.alias("s"), "t.k = s.k")
-                 .whenMatchedUpdateAll().whenNotMatchedInsertAll())
-        meter.measure("merge_by_delta", "large_by_delta", merge.execute)  # the same floor as merge's
+        for operation, table in (("merge", "large"), ("merge_by_delta", "large_by_delta")):  # one floor for both
+            merge = (DeltaTable.forPath(spark, path(table)).alias("t").merge(changes.alias("s"), "t.k = s.k")
+                     .whenMatchedUpdateAll().whenNotMatchedInsertAll())
+            meter.measure(operation, table, merge.execute)
         meter.measure("overwrite", "overwritten", lambda: batch.write.format("delta").mode("overwrite").save(path("overwritten")))
         part = rows(spark, large + i * ROWS, part=i % PARTS)
         meter.measure("replace_where", "parts", lambda: part.write.format("delta").mode("overwrite")

@@ -393,17 +393,19 @@ class DeltaSparkStore(LakePaths):
         if not self.exists(name):
             return None
         txn = self._transactions.start(self._uri(name))
-        size, log = self._size_at(name, txn.read_version), self.path(name) / "_delta_log"
-        if size is None or size >= self.rewrite_bytes or listed_files(log, txn.read_version) is None:
+        version, log = txn.read_version, self.path(name) / "_delta_log"
+        size = self._size_at(name, version)
+        if size is None or size >= self.rewrite_bytes or _feeds_changes(log, version) or listed_files(log, version) is None:
             return None  # a table the checksum file does not list is read, and so MERGEd, by Delta
-        table = self.read(name, txn.read_version)
+        table = self.read(name, version)
         if _column_types(df, spec.delete_flag) != _column_types(table):
             return None  # the MERGE widens or casts (a struct that gained fields, say)
+        # The result has the table's columns and types: its files are checked before it is planned.
+        removed = self._removed_by_plain_write(name, version, table, "overwrite", None, commit)
+        if removed is None:
+            return None
         counted = Observation(f"rows of the MERGE into {name}")
         result = merged(table, df, spec, counted)
-        removed = self._removed_by_plain_write(name, txn.read_version, result, "overwrite", None, commit)
-        if removed is None or _feeds_changes(self.path(name), txn.read_version):
-            return None
         with settings(self.spark, _SMALL_TABLE_PLAN):
             token = self._commit_files(name, txn, result, True, removed, commit)
         if token is None:
@@ -618,9 +620,9 @@ def _column_types(df: DataFrame, leaving_out: str | None = None) -> dict[str, st
     return {f.name: f.dataType.simpleString() for f in df.schema.fields if f.name != leaving_out}
 
 
-def _feeds_changes(table: Path, version: int) -> bool:
+def _feeds_changes(log: Path, version: int) -> bool:
     """Whether the table at ``version`` has a change data feed (from its checksum file)."""
-    metadata = (checksum(table / "_delta_log", version) or {}).get("metadata") or {}
+    metadata = (checksum(log, version) or {}).get("metadata") or {}
     return str(metadata.get("configuration", {}).get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
