@@ -1,5 +1,6 @@
 """A MERGE into a small table is the table written again (storage/small_merge.py): the same rows
-as the MERGE leaves, in one Spark job; a table it cannot rewrite so is MERGEd by Delta."""
+as the MERGE leaves, in one Spark job; one that only inserts is an append, as Delta's; a table it
+cannot rewrite so is MERGEd by Delta."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from property_settings import examples
-from cdc_lakehouse.storage import Commit, DeltaSparkStore, UpsertSpec
+from cdc_lakehouse.storage import Commit, DeltaSparkStore, StreamingSourceChanged, UpsertSpec
 from cdc_lakehouse.storage.small_merge import merged
 
 SCHEMA = "k long, v string"
@@ -55,22 +56,46 @@ def test_two_source_rows_of_one_key_fail_the_write_as_the_merge_does(spark, tmp_
     assert store.committed_version("s.t", "flow") == 0
 
 
-def test_a_merge_into_a_small_table_is_one_spark_job_and_counts_the_source_rows(spark, tmp_path):
-    """Delta's MERGE into the same table runs six jobs (docs/storage.md, "The cost of a commit")."""
+@pytest.mark.parametrize("keep_appends, jobs", [(False, 1), (True, 2)])
+def test_a_merge_into_a_small_table_is_one_spark_job_and_counts_the_source_rows(spark, tmp_path, keep_appends, jobs):
+    """Delta's MERGE into the same table runs six jobs (docs/storage.md, "The cost of a commit");
+    keeping appends, one more finds that a key matches."""
     store = DeltaSparkStore(spark, tmp_path)
-    spec = UpsertSpec(("k",), "d")
+    spec = UpsertSpec(("k",), "d", keep_appends=keep_appends)
     store.upsert("s.t", spark.range(1000).selectExpr("id k", "'a' v", "false d"), spec, Commit("flow", 0))
     batch = spark.range(990, 1010).selectExpr("id k", "'b' v", "id % 2 = 0 d")
-    spark.sparkContext.setJobGroup("small merge", "one upsert")
+    group = f"small merge, keep_appends={keep_appends}"
+    spark.sparkContext.setJobGroup(group, "one upsert")
     try:
         assert store.upsert("s.t", batch, spec, Commit("flow", 1)) == 20
-        assert len(spark.sparkContext.statusTracker().getJobIdsForGroup("small merge")) == 1
+        assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == jobs
     finally:
         spark.sparkContext._jsc.clearJobGroup()
     assert store.upsert("s.t", batch, spec, Commit("flow", 1)) == 0  # redelivered: nothing written
     table = store.read("s.t")
     assert (table.count(), table.filter("v = 'b'").count()) == (1000 - 5 + 5, 10)
     assert store.history("s.t", 1)[0]["operation"] == "WRITE"
+
+
+def test_a_merge_that_only_inserts_is_an_append_which_a_streaming_read_reads_on(spark, tmp_path):
+    store = DeltaSparkStore(spark, tmp_path)
+    spec = UpsertSpec(("k",), "d")
+    store.upsert("s.t", spark.createDataFrame([(1, "a", False)], SOURCE), spec, Commit("flow", 0))
+    new = spark.createDataFrame([(2, "b", False), (3, "c", True), (None, "n", False)], SOURCE)
+    assert store.upsert("s.t", new, spec, Commit("flow", 1)) == 3
+    appended, rows = store.read_appended("s.t", 0, 1)
+    assertDataFrameEqual(appended, spark.createDataFrame([(2, "b"), (None, "n")], SCHEMA))
+    assert rows == 2
+    twice = spark.createDataFrame([(4, "d", False), (4, "e", False)], SOURCE)
+    with pytest.raises(Exception, match="several source rows share a key"):
+        store.upsert("s.t", twice, spec, Commit("flow", 2))
+    store.upsert("s.t", spark.createDataFrame([(1, "z", False), (5, "e", False)], SOURCE), spec, Commit("flow", 2))
+    with pytest.raises(StreamingSourceChanged):
+        store.read_appended("s.t", 1, 2)
+    assertDataFrameEqual(store.read("s.t"), spark.createDataFrame([(1, "z"), (2, "b"), (None, "n"), (5, "e")], SCHEMA))
+    only_writer = UpsertSpec(("k",), "d", keep_appends=False)
+    store.upsert("s.t", spark.createDataFrame([(6, "f", False)], SOURCE), only_writer, Commit("flow", 3))
+    assert store.history("s.t", 1)[0]["operationParameters"]["mode"] == "Overwrite"
 
 
 def test_a_table_with_a_change_data_feed_or_a_new_column_or_type_is_merged_by_delta(spark, tmp_path):

@@ -251,7 +251,7 @@ def apply_changes(store, target: str, changes: DataFrame, spec: CdcSpec, batch, 
         written = 0
         if not batch.already_committed(state_name):
             rows = _state_rows(effective, spec.keys)
-            written = store.upsert(state_name, rows, UpsertSpec(tuple(spec.keys)), batch.commit())
+            written = store.upsert(state_name, rows, UpsertSpec(tuple(spec.keys), keep_appends=False), batch.commit())
         return written
     finally:
         # ``prepared`` stays cached: a replica's SCD2 flow prepares the same batch as its SCD1

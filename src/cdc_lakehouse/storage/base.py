@@ -47,6 +47,10 @@ class UpsertSpec:
     delete_flag: str | None = None
     # Extra join conditions on the target, e.g. a SCD2 version column.
     extra_match_columns: tuple[str, ...] = field(default_factory=tuple)
+    # A MERGE that only inserts commits as an append, as Delta's does, so that a reader of the
+    # table's appended rows (a streaming read, a view refreshed by partition) reads on. False
+    # for a table only its writer reads (AUTO CDC's state): finding out costs a Spark job.
+    keep_appends: bool = True
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
 from cdc_lakehouse.storage.delta_txn import DeltaTransactions, OpenTransaction
 from cdc_lakehouse.storage.session_conf import settings
-from cdc_lakehouse.storage.small_merge import merged
+from cdc_lakehouse.storage.small_merge import inserted, matches_any, merged
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
@@ -386,7 +386,9 @@ class DeltaSparkStore(LakePaths):
 
     def _merge_by_rewrite(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None) -> int | None:
         """A MERGE into a table under ``rewrite_bytes`` as one overwrite of it with what the
-        MERGE leaves (``small_merge``): 1 Spark job against the MERGE's 6. The source's rows, or
+        MERGE leaves (``small_merge``): 1 Spark job against the MERGE's 6; with
+        ``spec.keep_appends``, one more finds whether any key matches, and a MERGE that only
+        inserts is committed as an append of those rows, as Delta's is. The source's rows, or
         None when the MERGE runs: a larger or partitioned table, one with a change data feed
         (an overwrite would read there as every row deleted and inserted again), or a source
         whose columns or types differ from the table's (schema evolution, casts)."""
@@ -405,9 +407,12 @@ class DeltaSparkStore(LakePaths):
         if removed is None:
             return None
         counted = Observation(f"rows of the MERGE into {name}")
-        result = merged(table, df, spec, counted)
+        txn.read_whole_table()  # as the MERGE's read: any write landing meanwhile conflicts
         with settings(self.spark, _SMALL_TABLE_PLAN):
-            token = self._commit_files(name, txn, result, True, removed, commit)
+            if spec.keep_appends and not matches_any(table, df, spec):
+                token = self._commit_files(name, txn, inserted(table, df, spec, counted), False, [], commit)
+            else:
+                token = self._commit_files(name, txn, merged(table, df, spec, counted), True, removed, commit)
         if token is None:
             return 0
         rows = counted.get.get("rows")  # none when Spark left the counting branch out of the plan

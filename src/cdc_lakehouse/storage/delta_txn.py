@@ -53,13 +53,18 @@ class OpenTransaction:
         self._txn = txn
         self.read_version = int(txn.readVersion())
 
+    def read_whole_table(self) -> None:
+        """Registers every row of the version read as read: a write that lands before this
+        transaction commits fails it."""
+        self._txn.readWholeTable()
+
     def write(self, df: DataFrame, overwrite: bool, removed: list[dict], commit: Commit | None, token: str) -> int:
         """Append ``df`` (with ``overwrite``: in place of the files ``removed``, the ``add``
         entries of every file of the version read) in one commit carrying ``commit``'s app
         transaction and ``token`` as its user metadata; returns the version committed."""
         of, txn = self._of, self._txn
         if overwrite:
-            txn.readWholeTable()
+            self.read_whole_table()
         if commit is not None:
             txn.readTxn().addOne(commit.app_id)
         actions = txn.writeFiles(df._jdf)

@@ -12,6 +12,11 @@ The result is the MERGE's: rows whose key the source does not name stay as they 
 row flagged for delete removes its key's row; any other source row replaces its key's row or is
 added. Where the MERGE would fail because several source rows name one key, so does this query
 (it checks every key the source names twice, not only those the table holds).
+
+A MERGE none of whose source rows matches a row of the table only inserts, and Delta commits it
+as an append: a reader of the table's appended rows (a streaming read, a view refreshed by
+partition) reads on. ``matches_any`` finds that out first where the writer asks for it
+(``UpsertSpec.keep_appends``), and ``inserted`` is then what the append adds.
 """
 
 from __future__ import annotations
@@ -28,15 +33,38 @@ def merged(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observat
     """``table`` after MERGE of ``source`` by ``spec``, in ``table``'s columns (which ``source``
     has, with the delete flag if any, and no others). ``rows`` counts the source's rows (as
     ``rows``) when the result is written."""
-    keys = [*spec.keys, *spec.extra_match_columns]
+    keys = _match_columns(spec)
     checked = _one_row_per_key(source, keys)
-    flag = spec.delete_flag
-    upserts = checked if flag is None else checked.filter(~_quoted(flag))
     # Counted on the branch that reads every source row once: the keys the table's rows are
     # matched against.
     named = checked.select(*keys).observe(rows, F.count(F.lit(1)).alias("rows"))
     kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
-    return kept.unionByName(upserts.select(*[_quoted(c) for c in table.columns]))
+    return kept.unionByName(_upserts(checked, spec, table.columns))
+
+
+def matches_any(table: DataFrame, source: DataFrame, spec: UpsertSpec) -> bool:
+    """Whether a row of ``source`` matches a row of ``table`` (one Spark job)."""
+    keys = _match_columns(spec)
+    named = source.select(*[_quoted(k) for k in keys]).hint("shuffle_hash")
+    return table.select(*[_quoted(k) for k in keys]).join(named, keys, "left_semi").limit(1).count() > 0
+
+
+def inserted(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observation) -> DataFrame:
+    """The rows the MERGE of ``source`` inserts into ``table`` when no key matches (every row
+    not flagged for delete), with the same failure on a key named twice; ``rows`` as in
+    ``merged``."""
+    checked = _one_row_per_key(source, _match_columns(spec)).observe(rows, F.count(F.lit(1)).alias("rows"))
+    return _upserts(checked, spec, table.columns)
+
+
+def _match_columns(spec: UpsertSpec) -> list[str]:
+    return [*spec.keys, *spec.extra_match_columns]
+
+
+def _upserts(checked: DataFrame, spec: UpsertSpec, columns: list[str]) -> DataFrame:
+    flag = spec.delete_flag
+    upserts = checked if flag is None else checked.filter(~_quoted(flag))
+    return upserts.select(*[_quoted(c) for c in columns])
 
 
 def _one_row_per_key(source: DataFrame, keys: list[str]) -> DataFrame:
