@@ -195,6 +195,7 @@ def flow_profile(events: list[dict]) -> list[dict]:
             "flow": r["flow"], "target": r["target"], "flow_type": r["flow_type"], "status": r["status"],
             "rows_read": r["rows_read"], "rows_written": r["rows_written"],
             "duration_s": round(float(r["duration_s"] or 0.0), 3), "self_s": round(self_s, 3),
+            "message": r.get("message"),  # e.g. how a materialized view was refreshed
         })
     out.sort(key=lambda r: -r["self_s"])
     return out
