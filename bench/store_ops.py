@@ -9,11 +9,12 @@ it, the mean and the largest show it):
 - ``append``: 100 rows with a ``Commit`` (a new batch version each time);
 - ``append_redelivered``: the same batch again: the store must see it is in and write nothing;
 - ``merge``: 100 rows (half matched, half new) MERGEd by key into a 200k-row table (which the
-  store, since the table is under 8 MB, writes again instead: ``storage/small_merge.py``);
+  store, since the table is under 8 MB, writes again instead: ``storage/small_rewrite.py``);
 - ``merge_by_delta``: the same by Delta's MERGE (a store that never writes the table again, as
   for a table over 8 MB);
 - ``overwrite``: the table replaced by 100 rows;
-- ``replace_where``: one of ten partitions' rows replaced by 100 rows;
+- ``replace_where``: one of ten partitions' rows replaced by 100 rows (a partitioned table: by
+  Delta's writer; an unpartitioned one under 8 MB is written again instead);
 - ``read_appended``: the rows one append added, read as the streaming source reads them (counted).
 
 The floor runs the same Delta operation without the store: no app transaction lookup, no

@@ -40,7 +40,7 @@ def test_an_update_reads_only_the_new_changes(held_lake):
     assert step.audited == 6
     assert step.result.event(AUDIT_FLOW).rows_read == 1
     assert step.result.event(REPLICA_FLOW).rows_read == 1
-    # The audit log's MERGE only inserted, an append (storage/small_merge.py): its views take
+    # The audit log's MERGE only inserted, an append (storage/small_rewrite.py): its views take
     # only the touched rows and groups.
     for view in ("gold.audit_row_last_change", "gold.audit_changes_by_user_day"):
         assert step.result.event(view).message.startswith("recomputed the partitions"), view

@@ -34,7 +34,7 @@ from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
 from cdc_lakehouse.storage.delta_txn import DeltaTransactions, OpenTransaction
 from cdc_lakehouse.storage.session_conf import settings
-from cdc_lakehouse.storage.small_merge import inserted, matches_any, merged
+from cdc_lakehouse.storage.small_rewrite import inserted, matches_any, merged, replaced
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
@@ -241,6 +241,11 @@ class DeltaSparkStore(LakePaths):
         return self._save(name, df, "overwrite", commit, **table_opts)
 
     def replace_where(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None = None) -> int:
+        if self._holds(name, commit):
+            return 0
+        rewritten = self._replace_by_rewrite(name, df, where, commit)
+        if rewritten is not None:
+            return rewritten
         return self._save(name, df, "overwrite", commit, replace_where=where_predicate(where))
 
     def _save(self, name: str, df: DataFrame, mode: str, commit: Commit | None, partition_by=None,
@@ -385,34 +390,72 @@ class DeltaSparkStore(LakePaths):
         return self._rows_committed(name, token)
 
     def _merge_by_rewrite(self, name: str, df: DataFrame, spec: UpsertSpec, commit: Commit | None) -> int | None:
-        """A MERGE into a table under ``rewrite_bytes`` as one overwrite of it with what the
-        MERGE leaves (``small_merge``): 1 Spark job against the MERGE's 6; with
+        """A MERGE into a small table (``_rewritable``) as one overwrite of it with what the
+        MERGE leaves (``small_rewrite``): 1 Spark job against the MERGE's 6; with
         ``spec.keep_appends``, one more finds whether any key matches, and a MERGE that only
         inserts is committed as an append of those rows, as Delta's is. The source's rows, or
-        None when the MERGE runs: a larger or partitioned table, one with a change data feed
-        (an overwrite would read there as every row deleted and inserted again), or a source
-        whose columns or types differ from the table's (schema evolution, casts)."""
+        None when Delta's MERGE runs."""
+        found = self._rewritable(name, df, spec.delete_flag, commit)
+        if found is None:
+            return None
+        txn, table, removed = found
+        counted = Observation(f"rows of the MERGE into {name}")
+        # Asking whether a key matches computes the source: kept for the write that follows.
+        cached = spec.keep_appends and not df.is_cached
+        if cached:
+            df.persist()
+        try:
+            with settings(self.spark, _SMALL_TABLE_PLAN):
+                if spec.keep_appends and not matches_any(table, df, spec):
+                    token = self._commit_files(name, txn, inserted(table, df, spec, counted), False, [], commit)
+                else:
+                    token = self._commit_files(name, txn, merged(table, df, spec, counted), True, removed, commit)
+        finally:
+            if cached:
+                df.unpersist()
+        return self._observed_rows(token, counted, df)
+
+    def _replace_by_rewrite(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None) -> int | None:
+        """``replaceWhere`` into a small table (``_rewritable``) as one overwrite of it: 1 Spark
+        job against Delta's 5. The rows written, or None when Delta's writer runs."""
+        found = self._rewritable(name, df, None, commit)
+        if found is None:
+            return None
+        txn, table, removed = found
+        counted = Observation(f"rows replacing some of {name}")
+        with settings(self.spark, _SMALL_TABLE_PLAN):
+            token = self._commit_files(name, txn, replaced(table, df, where_predicate(where), counted), True, removed,
+                                       commit)
+        return self._observed_rows(token, counted, df)
+
+    def _rewritable(self, name: str, df: DataFrame, flag: str | None,
+                    commit: Commit | None) -> tuple[OpenTransaction, DataFrame, list[dict]] | None:
+        """For a write of ``df`` (less the column ``flag``) that may write the table again
+        whole: a transaction that reads the whole table, the table as of its read version and
+        the files an overwrite removes. None for a table of ``rewrite_bytes`` or more, a
+        partitioned one, one with a change data feed (an overwrite would read there as every
+        row deleted and inserted again), and for ``df`` whose columns or types differ from the
+        table's (schema evolution, casts)."""
         if not self.exists(name):
             return None
         txn = self._transactions.start(self._uri(name))
         version, log = txn.read_version, self.path(name) / "_delta_log"
         size = self._size_at(name, version)
         if size is None or size >= self.rewrite_bytes or _feeds_changes(log, version) or listed_files(log, version) is None:
-            return None  # a table the checksum file does not list is read, and so MERGEd, by Delta
+            return None  # a table the checksum file does not list is read, and so written, by Delta
         table = self.read(name, version)
-        if _column_types(df, spec.delete_flag) != _column_types(table):
-            return None  # the MERGE widens or casts (a struct that gained fields, say)
+        if _column_types(df, flag) != _column_types(table):
+            return None  # the write widens or casts (a struct that gained fields, say)
         # The result has the table's columns and types: its files are checked before it is planned.
         removed = self._removed_by_plain_write(name, version, table, "overwrite", None, commit)
         if removed is None:
             return None
-        counted = Observation(f"rows of the MERGE into {name}")
-        txn.read_whole_table()  # as the MERGE's read: any write landing meanwhile conflicts
-        with settings(self.spark, _SMALL_TABLE_PLAN):
-            if spec.keep_appends and not matches_any(table, df, spec):
-                token = self._commit_files(name, txn, inserted(table, df, spec, counted), False, [], commit)
-            else:
-                token = self._commit_files(name, txn, merged(table, df, spec, counted), True, removed, commit)
+        txn.read_whole_table()  # as a MERGE's read: any write landing meanwhile conflicts
+        return txn, table, removed
+
+    @staticmethod
+    def _observed_rows(token: str | None, counted: Observation, df: DataFrame) -> int:
+        """The rows ``counted`` saw in a write committed by ``token`` (0: none, the batch was in)."""
         if token is None:
             return 0
         rows = counted.get.get("rows")  # none when Spark left the counting branch out of the plan

@@ -1,22 +1,28 @@
-"""What a keyed MERGE leaves in a small table, as a query: the table written again in one pass.
+"""What a keyed MERGE, or an overwrite of the rows a predicate selects (``replaceWhere``), leaves
+in a small table, as a query: the table written again in one pass.
 
 Delta's MERGE runs at least six Spark jobs whatever the sizes (a copy of its source, scans for
 the files it touches, the rewrite of those files, the table's state), 0.7-1.7 s on two cores
-into a table of a few hundred rows, and a pipeline update MERGEs some 30 tables. A table of a
-few megabytes is one or two files, all of which such a MERGE rewrites anyway; writing it again as
-this query's result is one job (``storage/delta_txn.py`` commits it as an overwrite of the
-version read, which conflicts with any write landing meanwhile, as the MERGE's own read of the
-whole table does). docs/storage.md, "The cost of a commit".
+into a table of a few hundred rows, and a pipeline update MERGEs some 30 tables; its
+``replaceWhere`` five. A table of a few megabytes is one or two files, all of which such a
+write rewrites anyway; writing it again as this query's result is one job
+(``storage/delta_txn.py`` commits it as an overwrite of the version read, which conflicts with
+any write landing meanwhile, as the MERGE's own read of the whole table does). docs/storage.md,
+"The cost of a commit".
 
-The result is the MERGE's: rows whose key the source does not name stay as they are; a source
-row flagged for delete removes its key's row; any other source row replaces its key's row or is
-added. Where the MERGE would fail because several source rows name one key, so does this query
-(it checks every key the source names twice, not only those the table holds).
+The result of ``merged`` is the MERGE's: rows whose key the source does not name stay as they
+are; a source row flagged for delete removes its key's row; any other source row replaces its
+key's row or is added. Where the MERGE would fail because several source rows name one key, so
+does this query (it checks every key the source names twice, not only those the table holds).
 
 A MERGE none of whose source rows matches a row of the table only inserts, and Delta commits it
 as an append: a reader of the table's appended rows (a streaming read, a view refreshed by
 partition) reads on. ``matches_any`` finds that out first where the writer asks for it
 (``UpsertSpec.keep_appends``), and ``inserted`` is then what the append adds.
+
+The result of ``replaced`` is ``replaceWhere``'s: the rows for which the predicate is true give
+way to the new rows (one for which it is NULL stays, as a DELETE keeps it), and a new row for
+which it is false fails the write, as Delta's check of the written rows does.
 """
 
 from __future__ import annotations
@@ -55,6 +61,19 @@ def inserted(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observ
     ``merged``."""
     checked = _one_row_per_key(source, _match_columns(spec)).observe(rows, F.count(F.lit(1)).alias("rows"))
     return _upserts(checked, spec, table.columns)
+
+
+def replaced(table: DataFrame, rows: DataFrame, predicate: str, counted: Observation) -> DataFrame:
+    """``table`` with ``rows`` in place of its rows where ``predicate`` (SQL) is true;
+    ``counted`` counts ``rows`` (as ``rows``) when the result is written."""
+    selected = F.coalesce(F.expr(predicate), F.lit(False))
+    outside = F.lit(f"replaceWhere: a written row does not satisfy the condition {predicate[:200]}")
+    # Checked in a written column, not a filter: Spark would push a filter on the columns the
+    # condition names below the query that restricts ``rows`` to it, and fail on rows never written.
+    first, *others = table.columns
+    checked = F.coalesce(F.when(~F.expr(predicate), F.raise_error(outside)), _quoted(first)).alias(first)
+    written = rows.select(checked, *[_quoted(c) for c in others]).observe(counted, F.count(F.lit(1)).alias("rows"))
+    return table.filter(~selected).unionByName(written)
 
 
 def _match_columns(spec: UpsertSpec) -> list[str]:

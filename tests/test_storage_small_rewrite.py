@@ -1,6 +1,6 @@
-"""A MERGE into a small table is the table written again (storage/small_merge.py): the same rows
-as the MERGE leaves, in one Spark job; one that only inserts is an append, as Delta's; a table it
-cannot rewrite so is MERGEd by Delta."""
+"""A MERGE or a replaceWhere into a small table is the table written again
+(storage/small_rewrite.py): the same rows as Delta's write leaves, in one Spark job; a MERGE that
+only inserts is an append, as Delta's; a table it cannot rewrite so is written by Delta."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from property_settings import examples
 from cdc_lakehouse.storage import Commit, DeltaSparkStore, StreamingSourceChanged, UpsertSpec
-from cdc_lakehouse.storage.small_merge import merged
+from cdc_lakehouse.storage.base import where_predicate
+from cdc_lakehouse.storage.small_rewrite import merged, replaced
 
 SCHEMA = "k long, v string"
 SOURCE = "k long, v string, d boolean"
@@ -119,6 +120,43 @@ def test_a_table_with_a_change_data_feed_or_a_new_column_or_type_is_merged_by_de
     assertDataFrameEqual(store.read("s.t"), wider)
     changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
     assert changes.load(str(store.path("s.fed"))).select("_change_type").where(F.col("k") == 1).count() == 2
+
+
+@settings(max_examples=examples(25))
+@given(table=st.lists(st.tuples(st.one_of(keys, st.none()), st.text(alphabet="abc", max_size=2)), max_size=10),
+       replacing=st.lists(st.one_of(keys, st.none()), min_size=1, max_size=4, unique=True), data=st.data())
+def test_the_rewrite_leaves_what_replace_where_leaves(spark, table, replacing, data):
+    """replaceWhere as Delta documents it: the rows the condition selects give way to the new
+    rows; a row for which it is NULL stays (here a NULL value is matched by IS NULL)."""
+    new = data.draw(st.lists(st.tuples(st.sampled_from(replacing), st.text(alphabet="xyz", max_size=2)), max_size=6))
+    rows = replaced(spark.createDataFrame(table, SCHEMA), spark.createDataFrame(new, SCHEMA),
+                    where_predicate({"k": replacing}), _observation())
+    expected = [r for r in table if r[0] not in replacing] + new
+    assertDataFrameEqual(rows, spark.createDataFrame(expected, SCHEMA))
+
+
+def test_replace_where_into_a_small_table_is_one_spark_job_as_delta_s_writer_leaves_it(spark, tmp_path):
+    """Delta's replaceWhere runs five jobs; a written row outside the condition fails both."""
+    rewriting, by_delta = DeltaSparkStore(spark, tmp_path), DeltaSparkStore(spark, tmp_path, rewrite_bytes=0)
+    table = spark.createDataFrame([(1, "a"), (2, "b"), (None, "n"), (3, "c")], SCHEMA)
+    new = spark.createDataFrame([(2, "x"), (None, "y"), (2, "z")], SCHEMA)
+    where = {"k": [2, None]}
+    for store, name in ((rewriting, "s.small"), (by_delta, "s.large")):
+        store.overwrite(name, table, Commit("view", 0))
+        spark.sparkContext.setJobGroup(name, "replace")
+        try:
+            written = store.replace_where(name, new, where, Commit("view", 1))
+            jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(name))
+        finally:
+            spark.sparkContext._jsc.clearJobGroup()
+        # Delta counts the rows it copied from the files it rewrote among those written.
+        assert (written, jobs) == ((3, 1) if store is rewriting else (5, 5)), name
+        assert store.replace_where(name, new, where, Commit("view", 1)) == 0  # redelivered
+        with pytest.raises(Exception, match="(?i)replaceWhere|does not conform"):
+            store.replace_where(name, spark.createDataFrame([(5, "q")], SCHEMA), {"k": [2]}, Commit("view", 2))
+    assertDataFrameEqual(rewriting.read("s.small"), by_delta.read("s.large"))
+    assertDataFrameEqual(rewriting.read("s.small"), spark.createDataFrame([(1, "a"), (3, "c"), (2, "x"), (None, "y"),
+                                                                           (2, "z")], SCHEMA))
 
 
 def _observation() -> Observation:
