@@ -8,13 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Observation
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from property_settings import examples
 from cdc_lakehouse.storage import Commit, DeltaSparkStore, StreamingSourceChanged, UpsertSpec
 from cdc_lakehouse.storage.base import where_predicate
-from cdc_lakehouse.storage.small_rewrite import merged, replaced
+from cdc_lakehouse.storage.small_rewrite import merged, merged_with_changes, replaced
 
 SCHEMA = "k long, v string"
 SOURCE = "k long, v string, d boolean"
@@ -44,6 +43,29 @@ def test_the_rewrite_leaves_what_the_merge_leaves(spark, table, source):
                   spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE),
                   UpsertSpec(("k",), "d"), _observation())
     assertDataFrameEqual(rows, spark.createDataFrame(reference(table, source), SCHEMA))
+
+
+def fed(table: dict, source: dict) -> list[tuple]:
+    """The rows of the MERGE's change data feed: a matched key's image before and after, or its
+    deleted image; an unmatched row not flagged, inserted."""
+    rows = []
+    for key, (value, flagged) in source.items():
+        if key is not None and key in table:
+            rows += [(key, table[key], "delete")] if flagged else [
+                (key, table[key], "update_preimage"), (key, value, "update_postimage")]
+        elif not flagged:
+            rows.append((key, value, "insert"))
+    return rows
+
+
+@settings(max_examples=examples(25))
+@given(table=tables, source=sources)
+def test_the_rewrite_of_a_table_with_a_change_feed_adds_the_rows_the_merge_feeds(spark, table, source):
+    rows = merged_with_changes(spark.createDataFrame(sorted(table.items()), SCHEMA),
+                               spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE),
+                               UpsertSpec(("k",), "d"), _observation())
+    expected = [(*r, None) for r in reference(table, source)] + fed(table, source)
+    assertDataFrameEqual(rows, spark.createDataFrame(expected, f"{SCHEMA}, _change_type string"))
 
 
 def test_two_source_rows_of_one_key_fail_the_write_as_the_merge_does(spark, tmp_path):
@@ -99,27 +121,42 @@ def test_a_merge_that_only_inserts_is_an_append_which_a_streaming_read_reads_on(
     assert store.history("s.t", 1)[0]["operationParameters"]["mode"] == "Overwrite"
 
 
-def test_a_table_with_a_change_data_feed_or_a_new_column_or_type_is_merged_by_delta(spark, tmp_path):
-    """An overwrite would read in the change feed as every row deleted and inserted again; a new
-    column, or a struct that gained a field (an AUTO CDC sequence), needs the MERGE's schema
-    evolution."""
+def test_a_source_with_a_new_column_or_type_is_merged_by_delta(spark, tmp_path):
+    """A new column, or a struct that gained a field (an AUTO CDC sequence), needs the MERGE's
+    schema evolution."""
     store = DeltaSparkStore(spark, tmp_path)
     spec = UpsertSpec(("k",))
-    feed = {"delta.enableChangeDataFeed": "true"}
-    store.upsert("s.fed", spark.createDataFrame([(1, "a")], SCHEMA), spec, Commit("flow", 0), properties=feed)
-    store.upsert("s.fed", spark.createDataFrame([(1, "b")], SCHEMA), spec, Commit("flow", 1))
     store.upsert("s.t", spark.createDataFrame([(1, "a")], SCHEMA), spec, Commit("flow", 0))
     wider = spark.createDataFrame([(1, "b", 2)], "k long, v string, w int")
     store.upsert("s.t", wider, spec, Commit("flow", 1))
     store.upsert("s.seq", spark.createDataFrame([(1, (1, 2))], "k long, s struct<a:int,b:int>"), spec, Commit("flow", 0))
     store.upsert("s.seq", spark.createDataFrame([(2, (1, 2, 3))], "k long, s struct<a:int,b:int,c:int>"), spec,
                  Commit("flow", 1))
-    assert [store.history(name, 1)[0]["operation"] for name in ("s.fed", "s.t", "s.seq")] == ["MERGE"] * 3
+    assert [store.history(name, 1)[0]["operation"] for name in ("s.t", "s.seq")] == ["MERGE"] * 2
     assertDataFrameEqual(store.read("s.seq"), spark.createDataFrame([(1, (1, 2, None)), (2, (1, 2, 3))],
                                                                     "k long, s struct<a:int,b:int,c:int>"))
     assertDataFrameEqual(store.read("s.t"), wider)
-    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
-    assert changes.load(str(store.path("s.fed"))).select("_change_type").where(F.col("k") == 1).count() == 2
+
+
+def test_a_merge_into_a_table_with_a_change_data_feed_feeds_what_delta_s_merge_feeds(spark, tmp_path):
+    """The image before and after each updated row, each inserted row, each deleted row's image;
+    a MERGE that only inserts, an append of inserted rows."""
+    rewriting, by_delta = DeltaSparkStore(spark, tmp_path), DeltaSparkStore(spark, tmp_path, rewrite_bytes=0)
+    spec = UpsertSpec(("k",), "d")
+    batches = [[(1, "a", False), (2, "b", False), (3, "c", False)],
+               [(1, "x", False), (2, None, True), (4, "d", False), (5, "e", True), (None, "n", False)],
+               [(4, "y", False), (3, "c", False)], [(6, "f", False)]]
+    feeds = {}
+    for store, name in ((rewriting, "s.small"), (by_delta, "s.large")):
+        for version, rows in enumerate(batches):
+            store.upsert(name, spark.createDataFrame(rows, SOURCE), spec, Commit("flow", version),
+                         properties={"delta.enableChangeDataFeed": "true"})
+        changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
+        feeds[store] = changes.load(str(store.path(name))).select("k", "v", "_change_type", "_commit_version")
+    assert [c["operation"] for c in rewriting.history("s.small", 3)] == ["WRITE"] * 3
+    assertDataFrameEqual(rewriting.read("s.small"), by_delta.read("s.large"))
+    assertDataFrameEqual(feeds[rewriting], feeds[by_delta])
+    assert feeds[rewriting].filter("_change_type = 'update_preimage'").count() == 3
 
 
 @settings(max_examples=examples(25))

@@ -34,7 +34,7 @@ from cdc_lakehouse.paths import glob_literal
 from cdc_lakehouse.storage.delta_log import checksum, checksum_transactions, commit_actions, latest_version, listed_files
 from cdc_lakehouse.storage.delta_txn import DeltaTransactions, OpenTransaction
 from cdc_lakehouse.storage.session_conf import settings
-from cdc_lakehouse.storage.small_rewrite import inserted, matches_any, merged, replaced
+from cdc_lakehouse.storage.small_rewrite import inserted, matches_any, merged, merged_with_changes, replaced
 from cdc_lakehouse.storage.base import (
     Commit, ConcurrentCommit, LakePaths, StreamingSourceChanged, TableInfo, UpsertSpec, where_predicate,
 )
@@ -395,10 +395,10 @@ class DeltaSparkStore(LakePaths):
         ``spec.keep_appends``, one more finds whether any key matches, and a MERGE that only
         inserts is committed as an append of those rows, as Delta's is. The source's rows, or
         None when Delta's MERGE runs."""
-        found = self._rewritable(name, df, spec.delete_flag, commit)
+        found = self._rewritable(name, df, spec.delete_flag, commit, with_changes=True)
         if found is None:
             return None
-        txn, table, removed = found
+        txn, table, removed, feeds = found
         counted = Observation(f"rows of the MERGE into {name}")
         # Asking whether a key matches computes the source: kept for the write that follows.
         cached = spec.keep_appends and not df.is_cached
@@ -409,7 +409,8 @@ class DeltaSparkStore(LakePaths):
                 if spec.keep_appends and not matches_any(table, df, spec):
                     token = self._commit_files(name, txn, inserted(table, df, spec, counted), False, [], commit)
                 else:
-                    token = self._commit_files(name, txn, merged(table, df, spec, counted), True, removed, commit)
+                    merge = merged_with_changes if feeds else merged
+                    token = self._commit_files(name, txn, merge(table, df, spec, counted), True, removed, commit)
         finally:
             if cached:
                 df.unpersist()
@@ -418,30 +419,32 @@ class DeltaSparkStore(LakePaths):
     def _replace_by_rewrite(self, name: str, df: DataFrame, where: dict[str, list], commit: Commit | None) -> int | None:
         """``replaceWhere`` into a small table (``_rewritable``) as one overwrite of it: 1 Spark
         job against Delta's 5. The rows written, or None when Delta's writer runs."""
-        found = self._rewritable(name, df, None, commit)
+        found = self._rewritable(name, df, None, commit, with_changes=False)
         if found is None:
             return None
-        txn, table, removed = found
+        txn, table, removed, _ = found
         counted = Observation(f"rows replacing some of {name}")
         with settings(self.spark, _SMALL_TABLE_PLAN):
             token = self._commit_files(name, txn, replaced(table, df, where_predicate(where), counted), True, removed,
                                        commit)
         return self._observed_rows(token, counted, df)
 
-    def _rewritable(self, name: str, df: DataFrame, flag: str | None,
-                    commit: Commit | None) -> tuple[OpenTransaction, DataFrame, list[dict]] | None:
+    def _rewritable(self, name: str, df: DataFrame, flag: str | None, commit: Commit | None,
+                    with_changes: bool) -> tuple[OpenTransaction, DataFrame, list[dict], bool] | None:
         """For a write of ``df`` (less the column ``flag``) that may write the table again
-        whole: a transaction that reads the whole table, the table as of its read version and
-        the files an overwrite removes. None for a table of ``rewrite_bytes`` or more, a
-        partitioned one, one with a change data feed (an overwrite would read there as every
-        row deleted and inserted again), and for ``df`` whose columns or types differ from the
-        table's (schema evolution, casts)."""
+        whole: a transaction that reads the whole table, the table as of its read version, the
+        files an overwrite removes and whether the table has a change data feed. None for a
+        table of ``rewrite_bytes`` or more, a partitioned one, one with a change data feed
+        unless the write writes its rows too (``with_changes``: else an overwrite would read
+        there as every row deleted and inserted again), and for ``df`` whose columns or types
+        differ from the table's (schema evolution, casts)."""
         if not self.exists(name):
             return None
         txn = self._transactions.start(self._uri(name))
         version, log = txn.read_version, self.path(name) / "_delta_log"
         size = self._size_at(name, version)
-        if size is None or size >= self.rewrite_bytes or _feeds_changes(log, version) or listed_files(log, version) is None:
+        feeds = _feeds_changes(log, version)
+        if size is None or size >= self.rewrite_bytes or feeds and not with_changes or listed_files(log, version) is None:
             return None  # a table the checksum file does not list is read, and so written, by Delta
         table = self.read(name, version)
         if _column_types(df, flag) != _column_types(table):
@@ -451,7 +454,7 @@ class DeltaSparkStore(LakePaths):
         if removed is None:
             return None
         txn.read_whole_table()  # as a MERGE's read: any write landing meanwhile conflicts
-        return txn, table, removed
+        return txn, table, removed, feeds
 
     @staticmethod
     def _observed_rows(token: str | None, counted: Observation, df: DataFrame) -> int:

@@ -20,6 +20,11 @@ as an append: a reader of the table's appended rows (a streaming read, a view re
 partition) reads on. ``matches_any`` finds that out first where the writer asks for it
 (``UpsertSpec.keep_appends``), and ``inserted`` is then what the append adds.
 
+Into a table with a change data feed, ``merged_with_changes`` adds the rows the MERGE's feed
+holds (its ``_change_type``: the image before and after each updated row, each inserted row, the
+image of each deleted row), which Delta's ``writeFiles`` writes to the feed's own files, as the
+MERGE's rewrite does.
+
 The result of ``replaced`` is ``replaceWhere``'s: the rows for which the predicate is true give
 way to the new rows (one for which it is NULL stays, as a DELETE keeps it), and a new row for
 which it is false fails the write, as Delta's check of the written rows does.
@@ -46,6 +51,32 @@ def merged(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observat
     named = checked.select(*keys).observe(rows, F.count(F.lit(1)).alias("rows"))
     kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
     return kept.unionByName(_upserts(checked, spec, table.columns))
+
+
+CHANGE_TYPE = "_change_type"  # Delta's column of a change data feed's rows in a write (CDCReader)
+_MATCHED, _DELETED = "__matched", "__deleted"
+
+
+def merged_with_changes(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observation) -> DataFrame:
+    """``merged``, its rows with a NULL ``_change_type``, and the rows of the MERGE's change data
+    feed with theirs."""
+    keys = _match_columns(spec)
+    checked = _one_row_per_key(source, keys)
+    flag = spec.delete_flag
+    deleted = _quoted(flag) if flag is not None else F.lit(False)
+    columns = [_quoted(c) for c in table.columns]
+    # Counted on one branch only: the keys the table's rows are kept by.
+    named = checked.select(*[_quoted(k) for k in keys]).observe(rows, F.count(F.lit(1)).alias("rows"))
+    kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
+    flagged = checked.select(*[_quoted(k) for k in keys], deleted.alias(_DELETED))
+    before = table.join(flagged.hint("shuffle_hash"), keys, "inner").select(
+        *columns, F.when(F.col(_DELETED), "delete").otherwise("update_preimage").alias(CHANGE_TYPE))
+    upserts = checked if flag is None else checked.filter(~_quoted(flag))
+    matched = table.select(*[_quoted(k) for k in keys]).withColumn(_MATCHED, F.lit(True))
+    after = upserts.join(matched.hint("shuffle_hash"), keys, "left").select(
+        *columns, F.when(F.col(_MATCHED), "update_postimage").otherwise("insert").alias(CHANGE_TYPE))
+    data = kept.unionByName(upserts.select(*columns)).withColumn(CHANGE_TYPE, F.lit(None).cast("string"))
+    return data.unionByName(before).unionByName(after)
 
 
 def matches_any(table: DataFrame, source: DataFrame, spec: UpsertSpec) -> bool:
