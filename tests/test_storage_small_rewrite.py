@@ -36,15 +36,6 @@ def reference(table: dict, source: dict) -> list[tuple]:
     return sorted(result.items()) + inserted_null
 
 
-@settings(max_examples=examples(25))
-@given(table=tables, source=sources)
-def test_the_rewrite_leaves_what_the_merge_leaves(spark, table, source):
-    rows = merged(spark.createDataFrame(sorted(table.items()), SCHEMA),
-                  spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE),
-                  UpsertSpec(("k",), "d"), _observation())
-    assertDataFrameEqual(rows, spark.createDataFrame(reference(table, source), SCHEMA))
-
-
 def fed(table: dict, source: dict) -> list[tuple]:
     """The rows of the MERGE's change data feed: a matched key's image before and after, or its
     deleted image; an unmatched row not flagged, inserted."""
@@ -60,12 +51,17 @@ def fed(table: dict, source: dict) -> list[tuple]:
 
 @settings(max_examples=examples(25))
 @given(table=tables, source=sources)
-def test_the_rewrite_of_a_table_with_a_change_feed_adds_the_rows_the_merge_feeds(spark, table, source):
-    rows = merged_with_changes(spark.createDataFrame(sorted(table.items()), SCHEMA),
-                               spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE),
-                               UpsertSpec(("k",), "d"), _observation())
+def test_the_rewrite_leaves_what_the_merge_leaves_and_feeds_what_it_feeds(spark, table, source):
+    """Into a table without a change data feed (``merged``) and into one with it (the same rows
+    with a NULL ``_change_type``, and the feed's rows)."""
+    before = spark.createDataFrame(sorted(table.items()), SCHEMA)
+    batch = spark.createDataFrame([(k, v, d) for k, (v, d) in source.items()], SOURCE)
+    spec = UpsertSpec(("k",), "d")
+    assertDataFrameEqual(merged(before, batch, spec, _observation()),
+                         spark.createDataFrame(reference(table, source), SCHEMA))
     expected = [(*r, None) for r in reference(table, source)] + fed(table, source)
-    assertDataFrameEqual(rows, spark.createDataFrame(expected, f"{SCHEMA}, _change_type string"))
+    assertDataFrameEqual(merged_with_changes(before, batch, spec, _observation()),
+                         spark.createDataFrame(expected, f"{SCHEMA}, _change_type string"))
 
 
 def test_two_source_rows_of_one_key_fail_the_write_as_the_merge_does(spark, tmp_path):
