@@ -169,7 +169,7 @@ def test_the_rewrite_leaves_what_replace_where_leaves(spark, table, replacing, d
 
 
 def test_replace_where_into_a_small_table_is_one_spark_job_as_delta_s_writer_leaves_it(spark, tmp_path):
-    """Delta's replaceWhere runs five jobs; a written row outside the condition fails both."""
+    """Delta's replaceWhere runs five jobs or more; a written row outside the condition fails both."""
     rewriting, by_delta = DeltaSparkStore(spark, tmp_path), DeltaSparkStore(spark, tmp_path, rewrite_bytes=0)
     table = spark.createDataFrame([(1, "a"), (2, "b"), (None, "n"), (3, "c")], SCHEMA)
     new = spark.createDataFrame([(2, "x"), (None, "y"), (2, "z")], SCHEMA)
@@ -182,8 +182,9 @@ def test_replace_where_into_a_small_table_is_one_spark_job_as_delta_s_writer_lea
             jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(name))
         finally:
             spark.sparkContext._jsc.clearJobGroup()
-        # Delta counts the rows it copied from the files it rewrote among those written.
-        assert (written, jobs) == ((3, 1) if store is rewriting else (5, 5)), name
+        # Delta counts the rows it copied from the files it rewrote among those written, in five
+        # jobs or more (its state, when the session has not cached it).
+        assert (written == 3 and jobs == 1) if store is rewriting else (written == 5 and jobs >= 5), (name, written, jobs)
         assert store.replace_where(name, new, where, Commit("view", 1)) == 0  # redelivered
         with pytest.raises(Exception, match="(?i)replaceWhere|does not conform"):
             store.replace_where(name, spark.createDataFrame([(5, "q")], SCHEMA), {"k": [2]}, Commit("view", 2))
