@@ -44,13 +44,7 @@ def merged(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observat
     """``table`` after MERGE of ``source`` by ``spec``, in ``table``'s columns (which ``source``
     has, with the delete flag if any, and no others). ``rows`` counts the source's rows (as
     ``rows``) when the result is written."""
-    keys = _match_columns(spec)
-    checked = _one_row_per_key(source, keys)
-    # Counted on the branch that reads every source row once: the keys the table's rows are
-    # matched against.
-    named = checked.select(*keys).observe(rows, F.count(F.lit(1)).alias("rows"))
-    kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
-    return kept.unionByName(_upserts(checked, spec, table.columns))
+    return _merged(table, _one_row_per_key(source, _match_columns(spec)), spec, rows)
 
 
 CHANGE_TYPE = "_change_type"  # Delta's column of a change data feed's rows in a write (CDCReader)
@@ -62,28 +56,22 @@ def merged_with_changes(table: DataFrame, source: DataFrame, spec: UpsertSpec, r
     feed with theirs."""
     keys = _match_columns(spec)
     checked = _one_row_per_key(source, keys)
-    flag = spec.delete_flag
-    deleted = _quoted(flag) if flag is not None else F.lit(False)
     columns = [_quoted(c) for c in table.columns]
-    # Counted on one branch only: the keys the table's rows are kept by.
-    named = checked.select(*[_quoted(k) for k in keys]).observe(rows, F.count(F.lit(1)).alias("rows"))
-    kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
+    deleted = F.lit(False) if spec.delete_flag is None else _quoted(spec.delete_flag)
     flagged = checked.select(*[_quoted(k) for k in keys], deleted.alias(_DELETED))
     before = table.join(flagged.hint("shuffle_hash"), keys, "inner").select(
         *columns, F.when(F.col(_DELETED), "delete").otherwise("update_preimage").alias(CHANGE_TYPE))
-    upserts = checked if flag is None else checked.filter(~_quoted(flag))
-    matched = table.select(*[_quoted(k) for k in keys]).withColumn(_MATCHED, F.lit(True))
-    after = upserts.join(matched.hint("shuffle_hash"), keys, "left").select(
+    matched = _keys(table, keys).withColumn(_MATCHED, F.lit(True))
+    after = _upserts(checked, spec, table.columns).join(matched.hint("shuffle_hash"), keys, "left").select(
         *columns, F.when(F.col(_MATCHED), "update_postimage").otherwise("insert").alias(CHANGE_TYPE))
-    data = kept.unionByName(upserts.select(*columns)).withColumn(CHANGE_TYPE, F.lit(None).cast("string"))
+    data = _merged(table, checked, spec, rows).withColumn(CHANGE_TYPE, F.lit(None).cast("string"))
     return data.unionByName(before).unionByName(after)
 
 
 def matches_any(table: DataFrame, source: DataFrame, spec: UpsertSpec) -> bool:
     """Whether a row of ``source`` matches a row of ``table`` (one Spark job)."""
     keys = _match_columns(spec)
-    named = source.select(*[_quoted(k) for k in keys]).hint("shuffle_hash")
-    return table.select(*[_quoted(k) for k in keys]).join(named, keys, "left_semi").limit(1).count() > 0
+    return _keys(table, keys).join(_keys(source, keys).hint("shuffle_hash"), keys, "left_semi").limit(1).count() > 0
 
 
 def inserted(table: DataFrame, source: DataFrame, spec: UpsertSpec, rows: Observation) -> DataFrame:
@@ -107,8 +95,22 @@ def replaced(table: DataFrame, rows: DataFrame, predicate: str, counted: Observa
     return table.filter(~selected).unionByName(written)
 
 
+def _merged(table: DataFrame, checked: DataFrame, spec: UpsertSpec, rows: Observation) -> DataFrame:
+    """``merged`` of a source whose keys ``_one_row_per_key`` checked."""
+    keys = _match_columns(spec)
+    # Counted on the branch that reads every source row once: the keys the table's rows are
+    # matched against.
+    named = _keys(checked, keys).observe(rows, F.count(F.lit(1)).alias("rows"))
+    kept = table.join(named.hint("shuffle_hash"), keys, "left_anti")
+    return kept.unionByName(_upserts(checked, spec, table.columns))
+
+
 def _match_columns(spec: UpsertSpec) -> list[str]:
     return [*spec.keys, *spec.extra_match_columns]
+
+
+def _keys(df: DataFrame, keys: list[str]) -> DataFrame:
+    return df.select(*[_quoted(k) for k in keys])
 
 
 def _upserts(checked: DataFrame, spec: UpsertSpec, columns: list[str]) -> DataFrame:
